@@ -1,0 +1,54 @@
+# Atrium: `make run` starts the whole app on embedded defaults; `make test` runs the suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
+
+.PHONY: run test test-production lint format bench install browser mcp-servers clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Real Chromium from Debian for the browser tests (never a downloaded browser).
+browser:
+	@command -v chromium >/dev/null || { \
+	  echo "Installing Debian chromium for the browser tests..."; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+# Third-party MCP servers from npm (into tools/mcp-servers/node_modules, git-ignored).
+mcp-servers:
+	@bash tools/install-mcp-servers.sh
+
+run: $(STAMP)
+	@bash scripts/run.sh
+
+test: $(STAMP) browser mcp-servers
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The same suite against PostgreSQL + Redis (channel layer and broker) on loopback.
+test-production: $(STAMP)
+	@bash scripts/with-production-services.sh $(MAKE) test
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP) mcp-servers
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf var test-artifacts .pytest_cache

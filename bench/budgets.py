@@ -1,0 +1,129 @@
+"""The DESIGN §9 budgets, evaluated on one profile's results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+RT_P50_ADDED_MS = 3.0
+RT_P99_ADDED_MS = 15.0
+FANOUT_P99_MS = 50.0
+MEDIA_PLACEHOLDER_MS = 200.0
+MEDIA_RSS_SLACK = 1.10  # "about" one decoded copy beyond the raw JSON text
+RENDER_MS = 150.0
+
+
+def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    rt = results.get("roundtrip")
+    if rt:
+        h, d = rt["host_ms"], rt["direct_ms"]
+        out.append(
+            _row(
+                "ui tools/call p50",
+                f"{h['p50']:.2f} ms",
+                f"{d['p50']:.2f} ms",
+                f"+{rt['added_p50_ms']:.2f} ms (x{rt['ratio_p50']:.1f}), "
+                f"cpu {rt.get('host_cpu_ms_per_call', 0):.1f} ms/call",
+                f"+<= {RT_P50_ADDED_MS:g} ms",
+                rt["added_p50_ms"] <= RT_P50_ADDED_MS and rt["errors"] == 0,
+            )
+        )
+        out.append(
+            _row(
+                "ui tools/call p99",
+                f"{h['p99']:.2f} ms",
+                f"{d['p99']:.2f} ms",
+                f"+{rt['added_p99_ms']:.2f} ms (x{rt['ratio_p99']:.1f})",
+                f"+<= {RT_P99_ADDED_MS:g} ms",
+                rt["added_p99_ms"] <= RT_P99_ADDED_MS and rt["errors"] == 0,
+            )
+        )
+    fo = results.get("fanout")
+    if fo:
+        delivery = fo.get("delivery_ms") or {}
+        p99 = delivery.get("p99", float("inf"))
+        out.append(
+            _row(
+                f"fan-out to {fo['members']} p99",
+                f"{p99:.2f} ms",
+                f"p50 {delivery.get('p50', float('nan')):.2f} ms",
+                f"{fo['rounds']} results x {fo['members']}",
+                f"< {FANOUT_P99_MS:g} ms",
+                p99 < FANOUT_P99_MS and fo["errors"] == 0 and fo["incomplete_rounds"] == 0,
+            )
+        )
+    cc = results.get("concurrency")
+    if cc:
+        out.append(
+            _row(
+                f"{cc['clients']} clients ui calls",
+                f"{cc['calls_per_s']:.0f} calls/s",
+                f"{cc['calls']} calls",
+                f"err {cc['errors']} lost {cc['lost_events']} gaps {cc['seq_gaps']} "
+                f"finals-missing {cc['missing_final_events']}",
+                "0 errors, 0 lost",
+                cc["errors"] == 0
+                and cc["lost_events"] == 0
+                and cc["seq_gaps"] == 0
+                and cc["missing_final_events"] == 0,
+            )
+        )
+    md = results.get("media")
+    if md:
+        out.append(
+            _row(
+                f"{md['megabytes']} MB media placeholder",
+                f"{md['placeholder_ms']:.1f} ms",
+                f"call {md['tool_call_s']:.2f} s",
+                "staged" if md["placeholder"] else "NO PLACEHOLDER",
+                f"< {MEDIA_PLACEHOLDER_MS:g} ms",
+                md["placeholder"] and md["placeholder_ms"] < MEDIA_PLACEHOLDER_MS,
+            )
+        )
+        out.append(
+            _row(
+                f"{md['megabytes']} MB media peak RSS",
+                f"+{md['rss_growth_mib']:.0f} MiB",
+                f"raw {md['raw_json_mib']:.0f} + decoded {md['decoded_mib']:.0f} MiB",
+                f"x{md['rss_ratio']:.2f} of allowed",
+                f"<= ~{md['rss_allowed_mib']:.0f} MiB",
+                md["rss_ratio"] <= MEDIA_RSS_SLACK,
+            )
+        )
+    rd = results.get("render")
+    if rd:
+        out.append(
+            _row(
+                "render 500 msgs/100 views",
+                f"{rd['render_ms']['p50']:.1f} ms",
+                f"p90 {rd['render_ms']['p90']:.1f}, cold {rd.get('cold_render_ms', 0):.0f} ms",
+                f"{rd['page_bytes'] // 1024} KiB, {rd['iframes_in_page']} iframes",
+                f"< {RENDER_MS:g} ms, lazy",
+                rd["render_ms"]["p50"] < RENDER_MS
+                and rd["iframes_in_page"] == 0
+                and not rd["view_html_in_page"]
+                and rd["lazy_mount"],
+            )
+        )
+    return out
+
+
+def _row(name, measured, floor, relation, budget, ok) -> dict[str, Any]:
+    return {
+        "name": name,
+        "measured": measured,
+        "floor": floor,
+        "relation": relation,
+        "budget": budget,
+        "pass": bool(ok),
+    }
+
+
+def table(profile: str, results: dict[str, Any]) -> list[str]:
+    lines = []
+    for row in rows(results):
+        lines.append(
+            f"{profile:<10} {row['name']:<28} {row['measured']:>14}  floor {row['floor']:<26} "
+            f"{row['relation']:<40} budget {row['budget']:<18} {'PASS' if row['pass'] else 'FAIL'}"
+        )
+    return lines

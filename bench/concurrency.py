@@ -1,0 +1,121 @@
+"""200 concurrent websocket clients doing UI tool calls (DESIGN §9).
+
+`threads` threads with `clients // threads` members each; every client opens the thread's
+board view (its own token) and makes `calls` view `tools/call` requests back to back, all
+clients at once. Checked: every request gets an ok reply (errors = 0), and every client
+saw every event of its thread — contiguous sequence numbers up to the thread's last one
+and the final `toolcall` event of every call (lost events = 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from .harness import BenchAtrium, Seeded, connect, open_view
+
+
+async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) -> dict[str, Any]:
+    threads = seeded.threads
+    per_thread = clients // len(threads)
+    # One view per thread (a board call); each client opens it with its own token.
+    opener = await connect(server, seeded.cookies[0], threads[0])
+    views: dict[int, int] = {}
+    for thread in threads:
+        sock = opener if thread == threads[0] else await connect(server, seeded.cookies[0], thread)
+        await open_view(sock, "/call board.list_items", "list_items")
+        calls_seen = [f for _, f in sock.events if f.get("kind") == "toolcall"]
+        views[thread] = calls_seen[-1]["data"]["id"]
+        await sock.close()
+
+    sockets: list[tuple[int, Any]] = []
+    for n in range(clients):
+        thread = threads[n // per_thread]
+        sock = await connect(server, seeded.cookies[n], thread, keep_events=True)
+        sockets.append((thread, sock))
+    tokens = []
+    for thread, sock in sockets:
+        opened = await sock.request({"type": "view.open", "toolCallId": views[thread]})
+        assert opened["ok"], opened
+        tokens.append(opened["result"]["token"])
+
+    replies_ok = 0
+    errors: list[str] = []
+    call_ids: dict[int, set[int]] = {t: set() for t in threads}
+
+    async def client(index: int) -> None:
+        nonlocal replies_ok
+        thread, sock = sockets[index]
+        message = {
+            "type": "view.request",
+            "token": tokens[index],
+            "method": "tools/call",
+            "params": {"name": "refresh", "arguments": {}},
+        }
+        for _ in range(calls):
+            try:
+                reply = await sock.request(message, timeout=120)
+            except Exception as exc:  # noqa: BLE001 — counted and reported
+                errors.append(repr(exc)[:200])
+                continue
+            if reply.get("ok"):
+                replies_ok += 1
+            else:
+                errors.append(str(reply.get("error"))[:200])
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    elapsed = time.perf_counter() - started
+
+    # Every client must end with every event of its thread, with no gaps.
+    last_seq: dict[int, int] = {}
+    for thread in threads:
+        probe = await connect(server, seeded.cookies[0], thread)
+        last_seq[thread] = probe.hello["lastSeq"]
+        await probe.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if all(
+            sock.events and sock.events[-1][1]["seq"] >= last_seq[thread]
+            for thread, sock in sockets
+        ):
+            break
+        await asyncio.sleep(0.1)
+    lost = 0
+    gaps = 0
+    finals_missing = 0
+    for thread, sock in sockets:
+        seqs = [f["seq"] for _, f in sock.events]
+        first = sock.hello["lastSeq"] + 1
+        expected = set(range(first, last_seq[thread] + 1))
+        lost += len(expected - set(seqs))
+        gaps += sum(1 for a, b in zip(seqs, seqs[1:], strict=False) if b != a + 1)
+        for _, frame in sock.events:
+            data = frame.get("data") or {}
+            if frame.get("kind") == "toolcall" and data.get("origin") == "app_view":
+                call_ids[thread].add(data["id"])
+    # Final events per client: every app-view call of its thread, seen in a final state.
+    for thread, sock in sockets:
+        finals = {
+            f["data"]["id"]
+            for _, f in sock.events
+            if f.get("kind") == "toolcall" and f["data"].get("status") == "success"
+        }
+        finals_missing += len(call_ids[thread] - finals)
+    for _, sock in sockets:
+        await sock.close()
+    total = clients * calls
+    return {
+        "clients": clients,
+        "threads": len(threads),
+        "calls": total,
+        "ok_replies": replies_ok,
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "lost_events": lost,
+        "seq_gaps": gaps,
+        "missing_final_events": finals_missing,
+        "elapsed_s": elapsed,
+        "calls_per_s": total / elapsed,
+    }

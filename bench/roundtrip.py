@@ -1,0 +1,82 @@
+"""UI `tools/call` round trip through the host vs a direct `mcp` client call (DESIGN §9).
+
+Host path: a real websocket client → daphne → view token → bindings policy + audit →
+ToolCall + thread events → the MCP server over stdio → result normalized, stored,
+broadcast → `reply`. Floor: an `mcp` client calling the same tool of the same server code
+over stdio. Host and direct calls alternate in batches so both see the same machine noise.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+from .harness import BOARD, PYTHON, BenchAtrium, Seeded, connect, open_view, summary
+
+TOOL = "refresh"  # board: read-only, app-only, no view of its own
+BATCH = 50
+
+
+async def run(
+    server: BenchAtrium, seeded: Seeded, *, calls: int, state_file: str
+) -> dict[str, Any]:
+    sock = await connect(server, seeded.cookies[0], seeded.threads[0], keep_events=False)
+    sock.keep_events = True
+    view = await open_view(sock, "/call board.list_items", "list_items")
+    sock.keep_events = False
+    sock.events.clear()
+    request = {
+        "type": "view.request",
+        "token": view["token"],
+        "method": "tools/call",
+        "params": {"name": TOOL, "arguments": {}},
+    }
+    params = StdioServerParameters(
+        command=PYTHON, args=[str(BOARD)], env={"BOARD_STATE_FILE": state_file}
+    )
+    host: list[float] = []
+    direct: list[float] = []
+    errors = 0
+    async with Client(params, cache=None) as client:
+
+        async def host_batch(n: int, keep: bool) -> None:
+            nonlocal errors
+            for _ in range(n):
+                started = time.perf_counter()
+                reply = await sock.request(request)
+                elapsed = (time.perf_counter() - started) * 1000
+                if not reply.get("ok"):
+                    errors += 1
+                elif keep:
+                    host.append(elapsed)
+
+        async def direct_batch(n: int, keep: bool) -> None:
+            for _ in range(n):
+                started = time.perf_counter()
+                await client.call_tool(TOOL, {})
+                elapsed = (time.perf_counter() - started) * 1000
+                if keep:
+                    direct.append(elapsed)
+
+        await host_batch(BATCH, keep=False)  # warm-up: connections, caches, JIT-free paths
+        await direct_batch(BATCH, keep=False)
+        cpu_before = server.cpu_seconds()
+        while len(host) < calls:
+            await host_batch(min(BATCH, calls - len(host)), keep=True)
+            await direct_batch(min(BATCH, calls - len(direct)), keep=True)
+        host_cpu_ms = (server.cpu_seconds() - cpu_before) * 1000 / calls
+    await sock.close()
+    h, d = summary(host), summary(direct)
+    return {
+        "calls": calls,
+        "errors": errors,
+        "host_cpu_ms_per_call": host_cpu_ms,
+        "host_ms": h,
+        "direct_ms": d,
+        "added_p50_ms": h["p50"] - d["p50"],
+        "added_p99_ms": h["p99"] - d["p99"],
+        "ratio_p50": h["p50"] / d["p50"],
+        "ratio_p99": h["p99"] / d["p99"],
+    }

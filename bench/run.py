@@ -1,0 +1,171 @@
+"""One profile's benchmarks: `python -m bench.run --profile embedded|production`.
+
+`make bench` (bench/__main__.py) runs this once per profile with the right environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import budgets, concurrency, fanout, media, render, roundtrip
+from .harness import BOARD, MEDIA, BenchAtrium, Seeded, seed, stdio_server
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _slice(seeded: Seeded, threads: list[int]) -> Seeded:
+    return Seeded(
+        workspace=seeded.workspace,
+        threads=threads,
+        cookies=seeded.cookies,
+        servers=seeded.servers,
+        users=seeded.users,
+    )
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    production = args.profile == "production"
+    if production and not os.environ.get("DATABASE_URL"):
+        raise SystemExit(
+            "the production profile needs DATABASE_URL/REDIS_URL (see bench/README.md)"
+        )
+    if not production:
+        for key in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "ATRIUM_PROFILE"):
+            os.environ.pop(key, None)
+    work = Path(tempfile.mkdtemp(prefix=f"atrium-bench-{args.profile}-"))
+    extra: dict[str, str] = {"LOG_LEVEL": "WARNING"}
+    if production:
+        # Our own Redis database numbers: LiveAtrium's defaults (5/6) are shared with
+        # whatever live tests run on this machine, and a channel layer must not be shared.
+        from urllib.parse import urlsplit, urlunsplit
+
+        redis = urlsplit(os.environ["REDIS_URL"])
+        extra["REDIS_URL"] = urlunsplit(redis._replace(path=f"/{args.redis_db}"))
+        extra["CELERY_BROKER_URL"] = urlunsplit(redis._replace(path=f"/{args.redis_db + 1}"))
+    results: dict[str, Any] = {
+        "profile": args.profile,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "loadavg_start": os.getloadavg(),
+        },
+        "parameters": vars(args),
+    }
+    state = str(work / "board.json")
+    server = BenchAtrium(var_dir=work / "var", extra_env=extra).setup()
+    try:
+        threads = 2 + args.threads + 1
+        seeded = seed(
+            server,
+            members=max(args.clients, fanout.MEMBERS),
+            threads=threads,
+            servers={"board": stdio_server(BOARD, BOARD_STATE_FILE=state)},
+        )
+        server.start()
+        rt_thread, fo_thread = seeded.threads[0], seeded.threads[1]
+        cc_threads = seeded.threads[2 : 2 + args.threads]
+        render_thread = seeded.threads[-1]
+        if "roundtrip" in args.only:
+            _log(f"roundtrip: {args.calls} host + {args.calls} direct calls")
+            results["roundtrip"] = asyncio.run(
+                roundtrip.run(
+                    server, _slice(seeded, [rt_thread]), calls=args.calls, state_file=state
+                )
+            )
+        if "fanout" in args.only:
+            _log(f"fanout: {args.rounds} results to {fanout.MEMBERS} members")
+            results["fanout"] = asyncio.run(
+                fanout.run(server, _slice(seeded, [fo_thread]), rounds=args.rounds)
+            )
+        if "concurrency" in args.only:
+            _log(f"concurrency: {args.clients} clients x {args.per_client} calls")
+            results["concurrency"] = asyncio.run(
+                concurrency.run(
+                    server, _slice(seeded, cc_threads), clients=args.clients, calls=args.per_client
+                )
+            )
+        if "render" in args.only and not production:
+            _log("render: 500 messages, 100 views")
+            results["render"] = render.run(server, _slice(seeded, [render_thread]))
+    finally:
+        server.stop()
+        server.drop_database()
+    if "media" in args.only and not production:
+        _log(f"media: {args.megabytes} MB get_large")
+        media_server = BenchAtrium(var_dir=work / "media-var", extra_env=extra).setup()
+        try:
+            media_seed = seed(
+                media_server, members=1, threads=1, servers={"media": stdio_server(MEDIA)}
+            )
+            media_server.start(worker=True)
+            results["media"] = asyncio.run(
+                media.run(media_server, media_seed, megabytes=args.megabytes)
+            )
+        finally:
+            media_server.stop()
+            media_server.drop_database()
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    results["budgets"] = budgets.rows(results)
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def write(results: dict[str, Any], profile: str) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    text = json.dumps(results, indent=1, sort_keys=True, default=str)
+    path = RESULTS / f"{stamp}-{profile}.json"
+    path.write_text(text + "\n")
+    (RESULTS / f"latest-{profile}.json").write_text(text + "\n")
+    return path
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--profile", choices=["embedded", "production"], default="embedded")
+    p.add_argument("--calls", type=int, default=1000, help="round-trip calls (each side)")
+    p.add_argument("--rounds", type=int, default=100, help="fan-out results")
+    p.add_argument("--clients", type=int, default=200)
+    p.add_argument("--threads", type=int, default=10, help="threads the clients spread over")
+    p.add_argument("--per-client", type=int, default=5, help="ui calls per client")
+    p.add_argument("--megabytes", type=int, default=50)
+    p.add_argument("--redis-db", type=int, default=13, help="production: layer db (+1 broker)")
+    p.add_argument(
+        "--only",
+        nargs="*",
+        default=["roundtrip", "fanout", "concurrency", "media", "render"],
+    )
+    p.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
+    p.add_argument("--no-write", action="store_true")
+    return p
+
+
+def main() -> None:
+    args = parser().parse_args()
+    results = run(args)
+    if not args.no_write:
+        path = write(results, args.profile)
+        _log(f"wrote {path.relative_to(RESULTS.parent.parent)}")
+    for line in budgets.table(args.profile, results):
+        print(line, flush=True)
+    print("BENCH-RESULT=" + json.dumps({"profile": args.profile, "rows": results["budgets"]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Audit event types and audit decisions.
+
+Every row of the append-only audit log (``bindings.AuditEvent``) carries one
+``AuditEventType`` and one ``Decision``. Event types are numbered in ranges so
+that reports can group them by the hundreds digit:
+
+====  =========================================================
+1xx   foundation: workspaces, membership, threads, messages, sockets
+2xx   MCP servers and their catalogue (tools, UI resources, CSP)
+3xx   tool calls (who initiated them, and how they ended)
+4xx   view actions (everything an app view asks the host to do)
+5xx   approvals of risky tool calls
+6xx   administration of app bindings and tool policies
+7xx   media persisted from tool results
+====  =========================================================
+
+Numbers are stored in the database: never renumber or reuse a value; add new
+members inside the right range instead.
+
+This module is pure Python (no Django imports) so that the pure policy engine
+(``bindings.policy``) and any app may import it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+__all__ = [
+    "AuditEventType",
+    "Decision",
+    "EventCategory",
+    "event_type_for_action",
+]
+
+
+class EventCategory(StrEnum):
+    """The range an event type belongs to (its hundreds digit)."""
+
+    FOUNDATION = "foundation"
+    MCP = "mcp"
+    TOOL = "tool"
+    VIEW = "view"
+    APPROVAL = "approval"
+    BINDING = "binding"
+    MEDIA = "media"
+
+
+_CATEGORY_BY_HUNDREDS: dict[int, EventCategory] = {
+    1: EventCategory.FOUNDATION,
+    2: EventCategory.MCP,
+    3: EventCategory.TOOL,
+    4: EventCategory.VIEW,
+    5: EventCategory.APPROVAL,
+    6: EventCategory.BINDING,
+    7: EventCategory.MEDIA,
+}
+
+
+class AuditEventType(IntEnum):
+    """What an audit row records. The value is what the database stores."""
+
+    # 1xx — foundation, authentication, membership
+    WORKSPACE_CREATED = 100
+    MEMBERSHIP_CHANGED = 101
+    THREAD_CREATED = 102
+    MESSAGE_POSTED = 110
+    SOCKET_REJECTED = 120
+
+    # 2xx — MCP servers and catalogue
+    SERVER_ADDED = 200
+    SERVER_CHANGED = 201
+    SERVER_REMOVED = 202
+    CATALOGUE_REFRESHED = 210
+    UI_RESOURCE_FETCHED = 220
+    CSP_DOMAIN_DROPPED = 221
+
+    # 3xx — tool actions
+    TOOL_CALL_MODEL = 300
+    TOOL_CALL_USER = 301
+    TOOL_CALL_APP = 302
+    TOOLS_OFFERED_TO_MODEL = 303
+    TOOL_CALL_COMPLETED = 310
+    TOOL_CALL_FAILED = 311
+
+    # 4xx — view actions
+    RESOURCE_READ = 400
+    UI_MESSAGE = 401
+    UI_UPDATE_MODEL_CONTEXT = 402
+    UI_OPEN_LINK = 403
+    UI_REQUEST_DISPLAY_MODE = 404
+    UI_DOWNLOAD_FILE = 405
+    VIEW_LOG_MESSAGE = 406
+    LEGACY_ACTION = 407
+    WIDGET_STATE_SET = 408
+    VIEW_TOKEN_REJECTED = 409
+    VIEW_OPENED = 410
+
+    # 5xx — approvals
+    APPROVAL_REQUESTED = 500
+    APPROVAL_APPROVED = 501
+    APPROVAL_REJECTED = 502
+    APPROVAL_EXPIRED = 503
+
+    # 6xx — bindings and policies (administration)
+    BINDING_CREATED = 600
+    BINDING_CHANGED = 601
+    BINDING_REMOVED = 602
+    POLICY_CHANGED = 610
+
+    # 7xx — media
+    MEDIA_STAGED = 700
+    MEDIA_READY = 701
+    MEDIA_REJECTED = 702
+
+    @property
+    def label(self) -> str:
+        """A short human label, e.g. for the admin and audit reports."""
+        return _LABELS[self]
+
+    @property
+    def category(self) -> EventCategory:
+        """The range this event type belongs to."""
+        return _CATEGORY_BY_HUNDREDS[self.value // 100]
+
+    @classmethod
+    def choices(cls) -> list[tuple[int, str]]:
+        """``(value, label)`` pairs, usable as Django field ``choices``."""
+        return [(member.value, member.label) for member in cls]
+
+
+_LABELS: dict[AuditEventType, str] = {
+    AuditEventType.WORKSPACE_CREATED: "Workspace created",
+    AuditEventType.MEMBERSHIP_CHANGED: "Membership changed",
+    AuditEventType.THREAD_CREATED: "Thread created",
+    AuditEventType.MESSAGE_POSTED: "Message posted",
+    AuditEventType.SOCKET_REJECTED: "Websocket connection rejected",
+    AuditEventType.SERVER_ADDED: "MCP server added",
+    AuditEventType.SERVER_CHANGED: "MCP server changed",
+    AuditEventType.SERVER_REMOVED: "MCP server removed",
+    AuditEventType.CATALOGUE_REFRESHED: "Tool catalogue refreshed",
+    AuditEventType.UI_RESOURCE_FETCHED: "UI resource fetched",
+    AuditEventType.CSP_DOMAIN_DROPPED: "CSP domain dropped",
+    AuditEventType.TOOL_CALL_MODEL: "Tool call by the model",
+    AuditEventType.TOOL_CALL_USER: "Tool call by a user",
+    AuditEventType.TOOL_CALL_APP: "Tool call by an app view",
+    AuditEventType.TOOLS_OFFERED_TO_MODEL: "Tools offered to the model",
+    AuditEventType.TOOL_CALL_COMPLETED: "Tool call completed",
+    AuditEventType.TOOL_CALL_FAILED: "Tool call failed",
+    AuditEventType.RESOURCE_READ: "Resource read by an app view",
+    AuditEventType.UI_MESSAGE: "Message posted by an app view",
+    AuditEventType.UI_UPDATE_MODEL_CONTEXT: "Model context updated by an app view",
+    AuditEventType.UI_OPEN_LINK: "Link opened by an app view",
+    AuditEventType.UI_REQUEST_DISPLAY_MODE: "Display mode requested by an app view",
+    AuditEventType.UI_DOWNLOAD_FILE: "File download requested by an app view",
+    AuditEventType.VIEW_LOG_MESSAGE: "Log message from an app view",
+    AuditEventType.LEGACY_ACTION: "Legacy MCP-UI action",
+    AuditEventType.WIDGET_STATE_SET: "Widget state saved",
+    AuditEventType.VIEW_TOKEN_REJECTED: "View capability token rejected",
+    AuditEventType.VIEW_OPENED: "App view opened",
+    AuditEventType.APPROVAL_REQUESTED: "Approval requested",
+    AuditEventType.APPROVAL_APPROVED: "Approval granted",
+    AuditEventType.APPROVAL_REJECTED: "Approval rejected",
+    AuditEventType.APPROVAL_EXPIRED: "Approval expired",
+    AuditEventType.BINDING_CREATED: "App binding created",
+    AuditEventType.BINDING_CHANGED: "App binding changed",
+    AuditEventType.BINDING_REMOVED: "App binding removed",
+    AuditEventType.POLICY_CHANGED: "Tool policy changed",
+    AuditEventType.MEDIA_STAGED: "Media staged",
+    AuditEventType.MEDIA_READY: "Media stored",
+    AuditEventType.MEDIA_REJECTED: "Media rejected",
+}
+
+
+class Decision(StrEnum):
+    """The decision an audit row records."""
+
+    ALLOWED = "allowed"  # ran / accepted without needing an approval, or by standing policy
+    DENIED = "denied"  # refused by the policy
+    PENDING = "pending"  # waiting for an approval
+    APPROVED = "approved"  # ran on the strength of a recorded approval
+    REJECTED = "rejected"  # an approver said no
+    FAILED = "failed"  # accepted, but failed while running
+
+    @property
+    def label(self) -> str:
+        return self.value.capitalize()
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        """``(value, label)`` pairs, usable as Django field ``choices``."""
+        return [(member.value, member.label) for member in cls]
+
+
+# Keyed by ``bindings.policy.ActionKind`` values (plain strings, so that this
+# module need not import the policy module, which imports this one).
+# Compatibility surfaces (legacy MCP-UI, Apps SDK) are audited under the MCP
+# Apps action they map onto, so that one report finds, say, every link opened
+# whichever surface asked for it; the service records the surface in the
+# event's extra JSON. LEGACY_ACTION (407) is for legacy messages that have no
+# MCP Apps equivalent.
+_EVENT_TYPE_BY_ACTION: dict[str, AuditEventType] = {
+    "model_tool_call": AuditEventType.TOOL_CALL_MODEL,
+    "user_tool_call": AuditEventType.TOOL_CALL_USER,
+    "app_tool_call": AuditEventType.TOOL_CALL_APP,
+    "legacy_tool": AuditEventType.TOOL_CALL_APP,
+    "apps_sdk_call_tool": AuditEventType.TOOL_CALL_APP,
+    "model_tool_list": AuditEventType.TOOLS_OFFERED_TO_MODEL,
+    "resource_read": AuditEventType.RESOURCE_READ,
+    "ui_message": AuditEventType.UI_MESSAGE,
+    "legacy_prompt": AuditEventType.UI_MESSAGE,
+    "legacy_intent": AuditEventType.UI_MESSAGE,
+    "apps_sdk_follow_up": AuditEventType.UI_MESSAGE,
+    "ui_update_model_context": AuditEventType.UI_UPDATE_MODEL_CONTEXT,
+    "ui_open_link": AuditEventType.UI_OPEN_LINK,
+    "legacy_link": AuditEventType.UI_OPEN_LINK,
+    "apps_sdk_open_external": AuditEventType.UI_OPEN_LINK,
+    "ui_request_display_mode": AuditEventType.UI_REQUEST_DISPLAY_MODE,
+    "ui_download_file": AuditEventType.UI_DOWNLOAD_FILE,
+    "log_message": AuditEventType.VIEW_LOG_MESSAGE,
+    "legacy_notify": AuditEventType.VIEW_LOG_MESSAGE,
+    "widget_state": AuditEventType.WIDGET_STATE_SET,
+}
+
+
+def event_type_for_action(kind: str) -> AuditEventType:
+    """The audit event type that records a decision about an action of ``kind``.
+
+    ``kind`` is a ``bindings.policy.ActionKind`` (or its string value).
+    Raises ``ValueError`` for an unknown kind rather than guessing.
+    """
+    try:
+        return _EVENT_TYPE_BY_ACTION[str(kind)]
+    except KeyError:
+        raise ValueError(f"no audit event type for action kind {kind!r}") from None

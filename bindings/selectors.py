@@ -1,0 +1,120 @@
+"""Reads for authority: which tools a thread offers, and to whom."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_bridge.models import Tool
+
+from . import policy
+from .models import AppBinding, ToolPolicy
+from .services import binding_snap
+
+
+@dataclass
+class OfferedTool:
+    tool: Tool
+    binding: AppBinding
+    risk: str
+    approval: str | None
+    visibility: frozenset[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        server = self.tool.server
+        return {
+            "server": {"slug": server.slug, "name": server.name},
+            "name": self.tool.name,
+            "title": self.tool.title,
+            "description": self.tool.description[:500],
+            "inputSchema": self.tool.input_schema,
+            "hasUi": bool(self.tool.resource_uri),
+            "risk": self.risk,
+            "approval": self.approval,
+        }
+
+
+def bindings_for_thread(thread: Any) -> list[AppBinding]:
+    """One binding per server: a thread binding beats the workspace binding."""
+    chosen: dict[int, AppBinding] = {}
+    rows = AppBinding.objects.filter(workspace_id=thread.workspace_id).select_related("server")
+    for binding in rows:
+        if binding.thread_id not in (None, thread.pk):
+            continue
+        current = chosen.get(binding.server_id)
+        if current is None or (current.thread_id is None and binding.thread_id is not None):
+            chosen[binding.server_id] = binding
+    return [b for b in chosen.values() if b.enabled and b.server.enabled]
+
+
+async def ensure_thread_catalogues(thread: Any) -> None:
+    """Make sure every server bound to the thread has its catalogue loaded."""
+    from channels.db import database_sync_to_async
+
+    from mcp_bridge import gateway
+
+    bindings = await database_sync_to_async(bindings_for_thread)(thread)
+    for binding in bindings:
+        await gateway.ensure_catalogue(binding.server)
+
+
+def offered_tools(*, thread: Any, role: str | None, audience: str = "model") -> list[OfferedTool]:
+    """Tools a thread offers to the model (or to a person's /call): decided by the policy
+    engine with the MODEL_TOOL_LIST action, so the list and the call agree."""
+    offered: list[OfferedTool] = []
+    bindings = bindings_for_thread(thread)
+    if not bindings:
+        return offered
+    policies = {
+        (p.binding_id, p.tool_name): p for p in ToolPolicy.objects.filter(binding__in=bindings)
+    }
+    tools = Tool.objects.filter(
+        server_id__in=[b.server_id for b in bindings], present=True
+    ).select_related("server")
+    by_server = {b.server_id: b for b in bindings}
+    thread_ref = policy.ThreadRef(id=thread.pk, workspace_id=thread.workspace_id)
+    actor = policy.Actor(kind="model", user_id=None, role=role)
+    for tool in tools:
+        binding = by_server[tool.server_id]
+        row = policies.get((binding.pk, tool.name))
+        policy_snap = None
+        if row is not None:
+            policy_snap = policy.PolicySnap(
+                risk=row.risk or None,
+                approval=row.approval or None,
+                visibility_override=(
+                    frozenset(row.visibility_override)
+                    if row.visibility_override is not None
+                    else None
+                ),
+            )
+        tool_snap = policy.ToolSnap(
+            server_id=tool.server_id,
+            name=tool.name,
+            visibility=frozenset(tool.visibility or ()),
+            annotations=dict(tool.annotations or {}),
+        )
+        decision = policy.decide(
+            actor=actor,
+            thread=thread_ref,
+            binding=binding_snap(binding),
+            tool=tool_snap,
+            policy=policy_snap,
+            action=policy.Action(
+                kind=policy.ActionKind.MODEL_TOOL_LIST,
+                server_id=tool.server_id,
+                tool_name=tool.name,
+            ),
+        )
+        if decision.outcome is policy.Outcome.DENY:
+            continue
+        offered.append(
+            OfferedTool(
+                tool=tool,
+                binding=binding,
+                risk=str(policy.effective_risk(tool_snap, policy_snap)),
+                approval=(row.approval or None) if row else None,
+                visibility=frozenset(str(v) for v in decision.visibility),
+            )
+        )
+    return offered

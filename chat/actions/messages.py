@@ -1,0 +1,30 @@
+"""Posting messages: slash commands, or a turn of the assistant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from .. import services
+from ..commands import dispatch_command
+from . import ActionContext, ActionError, action, require_actor
+
+
+@action("message.post")
+async def post_message(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any] | None:
+    require_actor(ctx)
+    text = msg.get("text")
+    if not isinstance(text, str):
+        raise ActionError("invalid_message", "'text' must be a string.")
+    try:
+        message = await database_sync_to_async(services.post_user_message)(
+            thread=ctx.thread, author=ctx.user, text=text
+        )
+    except services.ChatError as exc:
+        raise ActionError(exc.code, exc.message) from exc
+    if not await dispatch_command(ctx, message):
+        from ..agent import start_turn
+
+        await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
+    return {"messageId": message.pk}

@@ -1,0 +1,518 @@
+"""App views: opening one, and every request a view makes (DESIGN §7, docs/view-bridge.md).
+
+Each request carries the view's capability token; the token must name a view of this
+thread and this user, and the bindings policy decides (and audits) the action itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from datetime import timedelta
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from bindings import services as authority
+from bindings.audit import record
+from bindings.events import AuditEventType, Decision
+from bindings.policy import ActionKind
+from mcp_bridge import gateway
+from mcp_bridge.errors import BridgeError
+from mcp_bridge.models import Tool
+
+from .. import runtime, toolcalls, waiters
+from ..events import emit
+from ..models import Message, MessageRole, ToolCall, ToolCallStatus
+from ..presenters import serialize_message, serialize_tool_call
+from ..selectors import tool_calls_queryset
+from ..view_bridge import (
+    SUPPORTED_FLAVORS,
+    call_tool_result,
+    effective_csp,
+    read_view_token,
+    sandbox_origin_for,
+    sign_view_token,
+    view_permissions,
+)
+from . import ActionContext, ActionError, action
+
+log = logging.getLogger(__name__)
+
+JSONRPC_INVALID_PARAMS = -32602
+JSONRPC_METHOD_NOT_FOUND = -32601
+POLICY_DENIED = -32003
+VIEW_CALL_WAIT = 15 * 60  # seconds a view's tools/call may wait (e.g. for an approval)
+MAX_MODEL_CONTEXT_BYTES = 64 * 1024
+MAX_WIDGET_STATE_BYTES = 64 * 1024
+
+# What each compat layer's request is audited as.
+COMPAT_KINDS = {
+    ("tools/call", "legacy"): ActionKind.LEGACY_TOOL,
+    ("tools/call", "openai"): ActionKind.APPS_SDK_CALL_TOOL,
+    ("ui/message", "legacy"): ActionKind.LEGACY_PROMPT,
+    ("ui/message", "legacy-intent"): ActionKind.LEGACY_INTENT,
+    ("ui/message", "openai"): ActionKind.APPS_SDK_FOLLOW_UP,
+    ("ui/open-link", "legacy"): ActionKind.LEGACY_LINK,
+    ("ui/open-link", "openai"): ActionKind.APPS_SDK_OPEN_EXTERNAL,
+    ("notifications/message", "legacy"): ActionKind.LEGACY_NOTIFY,
+}
+
+
+class ViewRequestError(ActionError):
+    def __init__(self, code: str, message: str, jsonrpc_code: int = POLICY_DENIED) -> None:
+        super().__init__(code, message)
+        self.jsonrpc_code = jsonrpc_code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "jsonrpcCode": self.jsonrpc_code}
+
+
+# --------------------------------------------------------------------------- view.open
+
+
+def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
+    if not isinstance(call_id, int):
+        raise ActionError("invalid_message", "'toolCallId' must be a number.")
+    call = (
+        ToolCall.objects.select_related("server", "ui_resource", "binding", "thread")
+        .filter(pk=call_id, thread=ctx.thread)
+        .first()
+    )
+    if call is None:
+        raise ActionError("not_found", "That tool call is not in this thread.")
+    resource = call.ui_resource
+    if resource is None:
+        raise ActionError("no_view", "This tool call has no view.")
+    if resource.flavor not in SUPPORTED_FLAVORS:
+        raise ActionError(
+            "view_not_supported",
+            f"This view uses {resource.flavor} UI, which Atrium does not run; "
+            "the text result is shown instead.",
+        )
+    with transaction.atomic():
+        auth = authority.authorize(
+            action_kind=ActionKind.RESOURCE_READ,
+            actor_kind="user",
+            user=ctx.user,
+            role=ctx.membership.role,
+            thread=ctx.thread,
+            server_id=call.server_id,
+            extra={"view": call.pk, "uri": resource.uri, "opened": True},
+        )
+        if not auth.allowed:
+            raise ActionError(str(auth.decision.reason_code), auth.decision.message)
+        csp = effective_csp(resource, call.binding)
+        for dropped in csp.dropped:
+            record(
+                event_type=AuditEventType.CSP_DOMAIN_DROPPED,
+                decision=Decision.DENIED,
+                actor_kind="system",
+                workspace_id=ctx.thread.workspace_id,
+                thread_id=ctx.thread.pk,
+                binding_id=call.binding_id,
+                server_id=call.server_id,
+                action="csp",
+                reason=str(dropped.get("code") or "dropped")[:200],
+                extra={**dropped, "uri": resource.uri},
+            )
+    allow, granted = view_permissions(resource, call.binding)
+    token = sign_view_token(call=call, user_id=ctx.user.pk)
+    tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
+    sandbox_origin = sandbox_origin_for(call.server.slug)
+    meta = resource.meta or {}
+    legacy = None
+    if resource.flavor in ("html", "url") or meta.get("preferredFrameSize"):
+        part = next((p for p in (call.result or {}).get("parts", []) if p.get("type") == "ui"), {})
+        legacy = {
+            "preferredFrameSize": part.get("preferredFrameSize"),
+            "initialRenderData": part.get("initialRenderData"),
+        }
+    return {
+        "token": token,
+        "sandboxUrl": f"{sandbox_origin}/sandbox/{token}/",
+        "sandboxOrigin": sandbox_origin,
+        "documentUrl": None
+        if resource.flavor == "url"
+        else reverse("view-document", args=[resource.content_hash]) + f"?t={token}",
+        "flavor": resource.flavor,
+        "uri": resource.uri,
+        "url": resource.text.strip() if resource.flavor == "url" else None,
+        "allow": allow,
+        "permissions": granted,
+        "csp": csp.header(),
+        "appSdk": resource.flavor == "skybridge" or bool(tool and tool.is_app_sdk),
+        "legacy": legacy,
+        "prefersBorder": meta.get("prefersBorder"),
+        "appName": call.server.name,
+        "toolInfo": {
+            "id": call.pk,
+            "tool": {
+                "name": call.tool_name,
+                "title": getattr(tool, "title", "") or call.tool_name,
+                "description": getattr(tool, "description", ""),
+                "inputSchema": getattr(tool, "input_schema", {}) or {"type": "object"},
+                "annotations": getattr(tool, "annotations", {}) or {},
+            },
+        },
+        "toolInput": call.arguments,
+        "toolResult": call_tool_result(call.result),
+        "status": call.status,
+        "widgetState": call.widget_state,
+        "displayMode": call.display_mode or "inline",
+    }
+
+
+@action("view.open")
+async def open_view(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    return await database_sync_to_async(_open_view)(ctx, msg.get("toolCallId"))
+
+
+# ------------------------------------------------------------------------ view.request
+
+
+def _view_for_token(ctx: ActionContext, token: Any) -> ToolCall:
+    claims = read_view_token(token)
+    if claims is None or claims.user_id != ctx.user.pk or claims.thread_id != ctx.thread.pk:
+        record(
+            event_type=AuditEventType.VIEW_TOKEN_REJECTED,
+            decision=Decision.DENIED,
+            actor_kind="app_view",
+            actor_user_id=ctx.user.pk,
+            workspace_id=ctx.thread.workspace_id,
+            thread_id=ctx.thread.pk,
+            action="view_request",
+            reason="invalid_token" if claims is None else "token_not_for_this_thread_or_user",
+        )
+        raise ViewRequestError(
+            "invalid_token", "This view's token is invalid or expired; reload the view."
+        )
+    view = (
+        ToolCall.objects.select_related("server", "binding")
+        .filter(pk=claims.call_id, thread_id=ctx.thread.pk)
+        .first()
+    )
+    if view is None or view.server_id != claims.server_id:
+        raise ViewRequestError("invalid_token", "This view no longer exists.")
+    return view
+
+
+def _authorize_view(ctx, view, kind, **kwargs) -> authority.Authorization:
+    return authority.authorize(
+        action_kind=kind,
+        actor_kind="app_view",
+        user=ctx.user,
+        role=ctx.membership.role,
+        thread=ctx.thread,
+        server_id=kwargs.pop("server_id", view.server_id),
+        view=view,
+        **kwargs,
+    )
+
+
+def _deny(auth: authority.Authorization) -> ViewRequestError:
+    return ViewRequestError(str(auth.decision.reason_code), auth.decision.message)
+
+
+def _compat(params: dict[str, Any]) -> str | None:
+    value = params.get("_compat")
+    return value if isinstance(value, str) else None
+
+
+def _kind(method: str, params: dict[str, Any], default: ActionKind) -> ActionKind:
+    return COMPAT_KINDS.get((method, _compat(params) or ""), default)
+
+
+async def _tools_call(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]:
+    name = params.get("name")
+    arguments = params.get("arguments") or {}
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        raise ViewRequestError(
+            "invalid_params",
+            "tools/call needs a tool name and object arguments.",
+            JSONRPC_INVALID_PARAMS,
+        )
+    call = await toolcalls.start_tool_call(
+        toolcalls.CallRequest(
+            thread=ctx.thread,
+            server=view.server,
+            tool_name=name,
+            arguments=arguments,
+            origin="app_view",
+            user=ctx.user,
+            role=ctx.membership.role,
+            parent_view=view,
+            action_kind=_kind("tools/call", params, ActionKind.APP_TOOL_CALL),
+        )
+    )
+    future = waiters.wait_for(call.pk)
+    if call.status in waiters.FINAL:
+        waiters.discard(call.pk, future)
+        payload = await database_sync_to_async(
+            lambda: serialize_tool_call(tool_calls_queryset().get(pk=call.pk))
+        )()
+    else:
+        try:
+            payload = await asyncio.wait_for(future, timeout=VIEW_CALL_WAIT)
+        except TimeoutError as exc:
+            waiters.discard(call.pk, future)
+            raise ViewRequestError("timeout", "The tool call is still waiting.") from exc
+    if payload["status"] in (ToolCallStatus.REJECTED, ToolCallStatus.CANCELLED):
+        error = payload.get("error") or {}
+        raise ViewRequestError(
+            error.get("code", payload["status"]), error.get("message", "The call was refused.")
+        )
+    if payload["status"] == ToolCallStatus.ERROR and not payload.get("result"):
+        error = payload.get("error") or {}
+        raise ViewRequestError(error.get("code", "error"), error.get("message", "The call failed."))
+    return call_tool_result(payload["result"]) or {"content": [], "isError": True}
+
+
+async def _resources(ctx, view: ToolCall, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    uri = params.get("uri")
+    auth = await database_sync_to_async(_authorize_view)(
+        ctx, view, ActionKind.RESOURCE_READ, extra={"method": method, "uri": str(uri)[:300]}
+    )
+    if not auth.allowed:
+        raise _deny(auth)
+    manager = gateway.manager()
+    from mcp_bridge.services import spec_for
+
+    spec = spec_for(view.server)
+    try:
+        if method == "resources/read":
+            if not isinstance(uri, str):
+                raise ViewRequestError(
+                    "invalid_params", "resources/read needs a uri.", JSONRPC_INVALID_PARAMS
+                )
+            return await manager.read_resource(spec, uri)
+        if method == "resources/list":
+            return {"resources": await manager.list_resources(spec)}
+        return (
+            {"resourceTemplates": [], "prompts": []}
+            if method != "prompts/list"
+            else {"prompts": []}
+        )
+    except BridgeError as exc:
+        raise ViewRequestError(exc.code, exc.user_message) from exc
+
+
+def _content_text(content: Any) -> str:
+    """ui/message content may be one block or a list of blocks (accept both)."""
+    blocks = content if isinstance(content, list) else [content]
+    texts = []
+    for block in blocks[:20]:
+        if (
+            isinstance(block, dict)
+            and block.get("type") == "text"
+            and isinstance(block.get("text"), str)
+        ):
+            texts.append(block["text"])
+        elif isinstance(block, str):
+            texts.append(block)
+    return "\n\n".join(texts).strip()
+
+
+def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> Message:
+    text = _content_text(params.get("content"))
+    if not text:
+        raise ViewRequestError(
+            "invalid_params", "ui/message needs text content.", JSONRPC_INVALID_PARAMS
+        )
+    if len(text) > 8000:
+        raise ViewRequestError(
+            "message_too_long", "ui/message text is limited to 8,000 characters."
+        )
+    since = timezone.now() - timedelta(minutes=1)
+    with transaction.atomic():
+        recent = Message.objects.filter(via_tool_call=view, created_at__gte=since).count()
+        auth = _authorize_view(
+            ctx,
+            view,
+            _kind("ui/message", params, ActionKind.UI_MESSAGE),
+            recent_ui_messages=recent,
+            extra={"chars": len(text)},
+        )
+        if not auth.allowed:
+            raise _deny(auth)
+        message = Message.objects.create(
+            thread=ctx.thread,
+            role=MessageRole.USER,
+            author=ctx.user,
+            author_label=f"{view.server.name} (via view)",
+            text=text,
+            via_tool_call=view,
+        )
+        emit(thread_id=ctx.thread.pk, kind="message", payload=serialize_message(message))
+    return message
+
+
+def _update_model_context(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+    context = {k: params[k] for k in ("content", "structuredContent") if k in params}
+    if len(json.dumps(context, default=str)) > MAX_MODEL_CONTEXT_BYTES:
+        raise ViewRequestError("too_large", "Model context is limited to 64 KB.")
+    with transaction.atomic():
+        auth = _authorize_view(ctx, view, ActionKind.UI_UPDATE_MODEL_CONTEXT)
+        if not auth.allowed:
+            raise _deny(auth)
+        # Last write wins: the next model turn gets exactly this.
+        ToolCall.objects.filter(pk=view.pk).update(
+            model_context=context, model_context_updated_at=timezone.now()
+        )
+
+
+def _open_link(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+    url = params.get("url")
+    auth = _authorize_view(
+        ctx,
+        view,
+        _kind("ui/open-link", params, ActionKind.UI_OPEN_LINK),
+        url=url if isinstance(url, str) else "",
+    )
+    if not auth.allowed:
+        raise _deny(auth)
+
+
+def _display_mode(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]:
+    mode = params.get("mode")
+    current = (
+        params.get("current")
+        if params.get("current") in ("inline", "fullscreen", "pip")
+        else "inline"
+    )
+    declared = params.get("availableDisplayModes")
+    declared = (
+        tuple(m for m in declared if isinstance(m, str)) if isinstance(declared, list) else None
+    )
+    auth = _authorize_view(
+        ctx,
+        view,
+        ActionKind.UI_REQUEST_DISPLAY_MODE,
+        display_mode=mode if isinstance(mode, str) else "",
+        available_display_modes=declared,
+    )
+    return {"mode": mode if auth.allowed else current}
+
+
+def _download(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+    contents = params.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise ViewRequestError(
+            "invalid_params", "ui/download-file needs contents.", JSONRPC_INVALID_PARAMS
+        )
+    auth = _authorize_view(ctx, view, ActionKind.UI_DOWNLOAD_FILE, extra={"items": len(contents)})
+    if not auth.allowed:
+        raise _deny(auth)
+
+
+def _set_widget_state(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+    state = params.get("state")
+    if len(json.dumps(state, default=str)) > MAX_WIDGET_STATE_BYTES:
+        raise ViewRequestError("too_large", "Widget state is limited to 64 KB.")
+    with transaction.atomic():
+        auth = _authorize_view(ctx, view, ActionKind.WIDGET_STATE)
+        if not auth.allowed:
+            raise _deny(auth)
+        ToolCall.objects.filter(pk=view.pk).update(widget_state=state)
+        fresh = tool_calls_queryset().get(pk=view.pk)
+        emit(thread_id=ctx.thread.pk, kind="toolcall", payload=serialize_tool_call(fresh))
+
+
+async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dict[str, Any]):
+    db = database_sync_to_async
+    if method == "tools/call":
+        return await _tools_call(ctx, view, params)
+    if method in ("resources/read", "resources/list", "resources/templates/list", "prompts/list"):
+        return await _resources(ctx, view, method, params)
+    if method == "ui/message":
+        await db(_ui_message)(ctx, view, params)
+        from ..agent import start_turn
+
+        await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
+        return {}
+    if method == "ui/update-model-context":
+        await db(_update_model_context)(ctx, view, params)
+        return {}
+    if method == "ui/open-link":
+        await db(_open_link)(ctx, view, params)
+        return {}
+    if method == "ui/request-display-mode":
+        return await db(_display_mode)(ctx, view, params)
+    if method == "ui/download-file":
+        await db(_download)(ctx, view, params)
+        return {}
+    if method == "atrium/setWidgetState":
+        await db(_set_widget_state)(ctx, view, params)
+        return {}
+    if method == "ping":
+        return {}
+    raise ViewRequestError(
+        "method_not_found", f"Unknown method '{method[:80]}'.", JSONRPC_METHOD_NOT_FOUND
+    )
+
+
+@action("view.request")
+async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
+    method = msg.get("method")
+    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    if not isinstance(method, str):
+        raise ViewRequestError("invalid_request", "A view request needs a method.", -32600)
+    view = await database_sync_to_async(_view_for_token)(ctx, msg.get("token"))
+    rid = msg.get("rid")
+    if method != "tools/call":
+        return await _dispatch(ctx, view, method, params)
+
+    # A tool call may wait (approval, a slow tool): answer from a task, keep the socket free.
+    async def answer() -> None:
+        try:
+            result = await _dispatch(ctx, view, method, params)
+            reply = {"type": "reply", "rid": rid, "ok": True, "result": result}
+        except ActionError as exc:
+            reply = {"type": "reply", "rid": rid, "ok": False, "error": exc.to_dict()}
+        except Exception:
+            log.exception("view tools/call failed")
+            reply = {
+                "type": "reply",
+                "rid": rid,
+                "ok": False,
+                "error": {
+                    "code": "internal_error",
+                    "message": "The call failed.",
+                    "jsonrpcCode": -32603,
+                },
+            }
+        # The socket may have closed meanwhile; the result is stored anyway.
+        with contextlib.suppress(Exception):
+            await ctx.send(reply)
+
+    runtime.spawn(f"view-call:{ctx.channel_name}:{rid}", answer())
+    return DEFERRED
+
+
+DEFERRED = object()
+
+
+@action("view.notify")
+async def view_notify(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    method = msg.get("method")
+    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    view = await database_sync_to_async(_view_for_token)(ctx, msg.get("token"))
+    if method == "notifications/message":
+        await database_sync_to_async(_log_message)(ctx, view, params)
+    return {}
+
+
+def _log_message(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+    level = params.get("level") if isinstance(params.get("level"), str) else "info"
+    data = json.dumps(params.get("data"), default=str)[:2000]
+    _authorize_view(
+        ctx,
+        view,
+        _kind("notifications/message", params, ActionKind.LOG_MESSAGE),
+        extra={"level": level[:20], "logger": str(params.get("logger", ""))[:100], "data": data},
+    )

@@ -1,0 +1,125 @@
+"""The demo set-up `make run` creates: an admin, a demo workspace, the example servers."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from . import services
+from .models import Workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+NPM_ROOT = ROOT / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
+# Published MCP Apps servers, when `tools/install-mcp-servers.sh` has installed them.
+THIRD_PARTY_SERVERS = [
+    ("Basic (vanilla JS)", "basic", "server-basic-vanillajs", ["--stdio"]),
+    ("System monitor", "system-monitor", "server-system-monitor", ["--stdio"]),
+    ("Debug", "debug", "server-debug", ["--stdio"]),
+]
+EXAMPLE_SERVERS = [
+    ("Board", "board", "examples/board/server.py"),
+    ("Media", "media", "examples/media/server.py"),
+    ("Live view", "liveview", "examples/liveview/server.py"),
+    ("Legacy MCP-UI", "legacy", "examples/legacy/server.py"),
+]
+
+
+# The demo admin's standing approvals: harmless writes the views make (moving a card,
+# switching the live view's mode). Destructive tools still ask.
+STANDING_APPROVALS = {
+    "board": ("move_item", "add_item"),
+    "liveview": ("set_mode", "pause", "resume"),
+    "legacy": ("legacy_echo",),
+}
+
+
+WELCOME_TEXT = """Welcome to **Atrium**. The example MCP servers are bound to this workspace:
+
+- `/tools` lists what you can run here
+- `/call board.list_items` opens the team board — drag cards between columns, delete one
+  to see an approval card
+- `/call liveview.open_live_view` shows a live stream inside its sandboxed view
+- `/call media.get_everything` returns text, an image, audio and a link
+
+Every action a view takes is checked against its binding and written to the audit log
+(staff: **Audit review** in the user menu)."""
+
+
+@dataclass
+class BootstrapResult:
+    admin_username: str
+    admin_password: str | None  # only when the admin was created by this run
+    workspace: Workspace
+    created_servers: list[str]
+
+
+def ensure_demo(*, admin_username: str = "admin") -> BootstrapResult:
+    user_model = get_user_model()
+    password = None
+    with transaction.atomic():
+        admin = user_model.objects.filter(username=admin_username).first()
+        if admin is None:
+            password = secrets.token_urlsafe(12)
+            admin = user_model.objects.create_superuser(
+                username=admin_username, email="", password=password
+            )
+        workspace = Workspace.objects.filter(slug="demo").first()
+        if workspace is None:
+            workspace = services.create_workspace(name="Demo", owner=admin, slug="demo")
+            thread = services.create_thread(workspace=workspace, title="Welcome", actor=admin)
+            services.post_system_message(thread=thread, text=WELCOME_TEXT)
+    created = _ensure_example_servers(workspace=workspace, actor=admin)
+    return BootstrapResult(admin_username, password, workspace, created)
+
+
+def _ensure_example_servers(*, workspace: Workspace, actor) -> list[str]:
+    from mcp_bridge.models import McpServer
+
+    created: list[str] = []
+    candidates = [
+        (name, slug, sys.executable, [str(ROOT / script)]) for name, slug, script in EXAMPLE_SERVERS
+    ]
+    node = shutil.which("node")
+    for name, slug, package, args in THIRD_PARTY_SERVERS:
+        entry = NPM_ROOT / package / "dist" / "index.js"
+        if node and entry.exists():
+            candidates.append((name, slug, node, [str(entry), *args]))
+    for name, slug, command, args in candidates:
+        if McpServer.objects.filter(slug=slug).exists() or not Path(args[0]).exists():
+            continue
+        _register(
+            name=name, slug=slug, command=command, args=args, workspace=workspace, actor=actor
+        )
+        created.append(slug)
+    return created
+
+
+def _register(
+    *, name: str, slug: str, command: str, args: list[str], workspace: Workspace, actor
+) -> None:
+    from mcp_bridge import services as bridge_services
+
+    server = bridge_services.add_server(
+        name=name,
+        slug=slug,
+        transport="stdio",
+        command=command,
+        args=args,
+        env={"BOARD_STATE_FILE": str(ROOT / "var" / "board-state.json")} if slug == "board" else {},
+        actor=actor,
+    )
+    from bindings import services as binding_services
+
+    binding = binding_services.create_binding(
+        server=server, workspace=workspace, thread=None, actor=actor
+    )
+    for tool in STANDING_APPROVALS.get(slug, ()):
+        binding_services.set_tool_policy(
+            binding=binding, tool_name=tool, approval="auto", actor=actor
+        )

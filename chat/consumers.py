@@ -1,0 +1,203 @@
+"""The thread websocket: one consumer per connection, one group per thread (DESIGN §6)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+
+from bindings.audit import record
+from bindings.events import AuditEventType, Decision
+
+from . import actions, toolcalls, waiters
+from .actions import ActionContext, ActionError
+from .actions.views import DEFERRED
+from .events import events_after, thread_group
+from .models import Membership
+from .presenters import INTERACTIVE_UI, present_event
+from .selectors import thread_with_membership
+
+log = logging.getLogger(__name__)
+
+KNOWN_CAPABILITIES = {"interactiveToolUi"}
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+actions.load_all()
+
+
+@database_sync_to_async
+def _load_thread(user: Any, thread_id: int):
+    return thread_with_membership(user=user, thread_id=thread_id)
+
+
+@database_sync_to_async
+def _reload_membership(membership: Membership) -> Membership | None:
+    return Membership.objects.filter(pk=membership.pk).first()
+
+
+@database_sync_to_async
+def _audit_refused(user: Any, thread_id: int, reason: str) -> None:
+    record(
+        event_type=AuditEventType.SOCKET_REJECTED,
+        decision=Decision.DENIED,
+        actor_kind="user" if getattr(user, "is_authenticated", False) else "system",
+        actor_user_id=user.pk if getattr(user, "is_authenticated", False) else None,
+        reason=reason,
+        extra={"thread_id": thread_id},
+    )
+
+
+class ThreadConsumer(AsyncJsonWebsocketConsumer):
+    ctx: ActionContext | None = None
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        thread_id = int(self.scope["url_route"]["kwargs"]["thread_id"])
+        found = await _load_thread(user, thread_id)
+        if found is None:
+            # Outsiders learn nothing: the same refusal whether or not the thread exists.
+            await _audit_refused(user, thread_id, "not_a_member")
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        thread, membership = found
+        # Overdue approvals are closed when someone looks (no scheduler is needed).
+        await database_sync_to_async(toolcalls.expire_due_approvals)(thread_id=thread.pk)
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        caps = {c for c in ",".join(query.get("caps", [])).split(",") if c in KNOWN_CAPABILITIES}
+        self.ctx = ActionContext(
+            user=user,
+            thread=thread,
+            membership=membership,
+            capabilities=caps,
+            channel_name=self.channel_name,
+            send=self.send_json,
+        )
+        await self.channel_layer.group_add(thread_group(thread.pk), self.channel_name)
+        await self.accept()
+        await self.send_json(
+            {
+                "type": "hello",
+                "threadId": thread.pk,
+                "role": membership.role,
+                "capabilities": sorted(caps),
+                "lastSeq": thread.last_seq,
+            }
+        )
+        after = query.get("after", [None])[0]
+        if after is not None and after.isdigit():
+            await self._replay(int(after))
+
+    async def disconnect(self, code: int) -> None:
+        if self.ctx is not None:
+            await self.channel_layer.group_discard(
+                thread_group(self.ctx.thread.pk), self.channel_name
+            )
+
+    async def _replay(self, after: int) -> None:
+        assert self.ctx is not None
+        events = await database_sync_to_async(events_after)(
+            thread_id=self.ctx.thread.pk, after=after
+        )
+        for event in events:
+            await self.send_json({"type": "event", **present_event(event, self.ctx.capabilities)})
+        await self.send_json({"type": "replayed", "after": after, "count": len(events)})
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.ctx is None:
+            return
+        if text_data is None:
+            await self._send_error(None, "binary_not_supported", "Send JSON text frames.")
+            return
+        if len(text_data) > settings.ATRIUM_MAX_WS_MESSAGE:
+            await self._send_error(
+                None,
+                "message_too_large",
+                f"Messages are limited to {settings.ATRIUM_MAX_WS_MESSAGE:,} bytes.",
+            )
+            return
+        try:
+            content = json.loads(text_data)
+        except (ValueError, RecursionError):
+            await self._send_error(None, "invalid_json", "That message was not valid JSON.")
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        assert self.ctx is not None
+        if not isinstance(content, dict) or not isinstance(content.get("type"), str):
+            await self._send_error(None, "invalid_message", "Messages are objects with a 'type'.")
+            return
+        rid = content.get("rid")
+        rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
+        kind = content["type"]
+        if kind == "replay":
+            after = content.get("after")
+            if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+                await self._send_error(rid, "invalid_message", "'after' must be a sequence number.")
+                return
+            await self._replay(after)
+            return
+        if kind == "ping":
+            await self.send_json({"type": "pong", "rid": rid})
+            return
+        handler = actions.HANDLERS.get(kind)
+        if handler is None:
+            await self._send_error(rid, "unknown_type", f"Unknown message type '{kind[:60]}'.")
+            return
+        # Roles can change while a socket is open: re-check membership on every action.
+        membership = await _reload_membership(self.ctx.membership)
+        if membership is None:
+            await self._send_error(
+                rid, "forbidden", "You are no longer a member of this workspace."
+            )
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        self.ctx.membership = membership
+        try:
+            result = await handler(self.ctx, content)
+        except ActionError as exc:
+            await self.send_json({"type": "reply", "rid": rid, "ok": False, "error": exc.to_dict()})
+            return
+        except Exception:
+            log.exception("action %s failed", kind)
+            await self._send_error(rid, "internal_error", "Something went wrong; nothing was lost.")
+            return
+        if result is DEFERRED:
+            return  # the handler's task replies when its work is done
+        await self.send_json({"type": "reply", "rid": rid, "ok": True, "result": result})
+
+    async def _send_error(self, rid: Any, code: str, message: str) -> None:
+        await self.send_json(
+            {"type": "reply", "rid": rid, "ok": False, "error": {"code": code, "message": message}}
+        )
+
+    async def thread_event(self, message: dict[str, Any]) -> None:
+        if self.ctx is None:
+            return
+        frame = message.get("frame")
+        if frame is None:  # the decoded form ({"event": {...}})
+            event = message["event"]
+            if event["kind"] == "toolcall":
+                waiters.resolve(event["data"])
+            await self.send_json({"type": "event", **present_event(event, self.ctx.capabilities)})
+            return
+        # The frame was encoded once for every member (chat.events.wire_message).
+        call = message.get("call") or {}
+        if call.get("status") in waiters.FINAL:
+            waiters.resolve(json.loads(frame)["data"])
+        if INTERACTIVE_UI in self.ctx.capabilities or message["kind"] != "toolcall":
+            await self.send(text_data=frame)
+            return
+        event = json.loads(frame)
+        event.pop("type", None)
+        await self.send_json({"type": "event", **present_event(event, self.ctx.capabilities)})
+
+    async def view_message(self, message: dict[str, Any]) -> None:
+        """A message for this connection only (e.g. a bridge response to one of its views)."""
+        await self.send_json(message["payload"])

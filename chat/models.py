@@ -1,0 +1,242 @@
+"""Workspaces, people, threads, and what happens in them."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.text import slugify
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "owner"
+    MEMBER = "member", "member"
+    VIEWER = "viewer", "viewer"
+
+
+class Workspace(models.Model):
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=60, unique=True)
+    provider = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=[
+            ("direct", "direct (no model)"),
+            ("openai", "OpenAI-compatible"),
+            ("anthropic", "Anthropic"),
+        ],
+        help_text="Empty: the ATRIUM_PROVIDER default.",
+    )
+    model = models.CharField(max_length=100, blank=True)
+    provider_base_url = models.URLField(max_length=300, blank=True)
+    # Never shown back in the admin.
+    provider_api_key = models.CharField(max_length=300, blank=True)
+    system_prompt = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.slug:
+            self.slug = slugify(self.name)[:60] or "workspace"
+        super().save(*args, **kwargs)
+
+
+class Membership(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "user"], name="unique_membership")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace} ({self.role})"
+
+    @property
+    def can_act(self) -> bool:
+        return self.role in (Role.OWNER, Role.MEMBER)
+
+
+class Thread(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="threads")
+    title = models.CharField(max_length=200)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # The last event sequence number handed out (see chat.events.emit).
+    last_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class ThreadEvent(models.Model):
+    """Every event of a thread, stored before it is broadcast, for replay by sequence."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    kind = models.CharField(max_length=40)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["thread", "seq"]
+        constraints = [models.UniqueConstraint(fields=["thread", "seq"], name="unique_event_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id}#{self.seq} {self.kind}"
+
+
+class MessageRole(models.TextChoices):
+    USER = "user", "user"
+    ASSISTANT = "assistant", "assistant"
+    TOOL = "tool", "tool"
+    SYSTEM = "system", "system"
+
+
+class MessageStatus(models.TextChoices):
+    STREAMING = "streaming", "streaming"
+    COMPLETE = "complete", "complete"
+    ERROR = "error", "error"
+
+
+class Message(models.Model):
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=10, choices=MessageRole.choices)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # Who posted it when not a person: "Assistant", "Board app (via view)".
+    author_label = models.CharField(max_length=200, blank=True)
+    text = models.TextField(blank=True)
+    status = models.CharField(
+        max_length=10, choices=MessageStatus.choices, default=MessageStatus.COMPLETE
+    )
+    # Set when an app view posted this message through ui/message.
+    via_tool_call = models.ForeignKey(
+        "ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["thread", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.text[:40]}"
+
+
+class ToolCallStatus(models.TextChoices):
+    AWAITING_APPROVAL = "awaiting_approval", "awaiting approval"
+    RUNNING = "running", "running"
+    SUCCESS = "success", "success"
+    ERROR = "error", "error"
+    REJECTED = "rejected", "rejected"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class Origin(models.TextChoices):
+    MODEL = "model", "model"
+    USER = "user", "user"
+    APP_VIEW = "app_view", "app view"
+
+
+class ToolCall(models.Model):
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="tool_calls")
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls"
+    )
+    server = models.ForeignKey("mcp_bridge.McpServer", on_delete=models.PROTECT)
+    binding = models.ForeignKey(
+        "bindings.AppBinding", null=True, blank=True, on_delete=models.SET_NULL
+    )
+    tool_name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=20, choices=ToolCallStatus.choices, default=ToolCallStatus.RUNNING
+    )
+    origin = models.CharField(max_length=10, choices=Origin.choices)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    # The view that made this call (app-initiated calls), if any.
+    parent_view = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="view_calls"
+    )
+    # The model's own id for this call (provider tool_call_id), if any.
+    provider_call_id = models.CharField(max_length=200, blank=True)
+    # The canonical sanitized result (DESIGN §4) once finished.
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    progress = models.JSONField(null=True, blank=True)
+    # The UI resource version this call's view renders, if the tool has a view.
+    ui_resource = models.ForeignKey(
+        "mcp_bridge.UiResource", null=True, blank=True, on_delete=models.SET_NULL
+    )
+    widget_state = models.JSONField(null=True, blank=True)
+    model_context = models.JSONField(null=True, blank=True)
+    model_context_updated_at = models.DateTimeField(null=True, blank=True)
+    display_mode = models.CharField(max_length=20, default="inline")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["thread", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.server_id}.{self.tool_name} ({self.status})"
+
+
+class MediaStatus(models.TextChoices):
+    STAGED = "staged", "staged"
+    READY = "ready", "ready"
+    REJECTED = "rejected", "rejected"
+
+
+class MediaAsset(models.Model):
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="media")
+    tool_call = models.ForeignKey(
+        ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="media"
+    )
+    kind = models.CharField(max_length=10)  # image | audio | video | binary
+    mime_type = models.CharField(max_length=200)
+    filename = models.CharField(max_length=255, blank=True)
+    size = models.PositiveBigIntegerField(default=0)
+    sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    staging_path = models.CharField(max_length=500, blank=True)
+    storage_path = models.CharField(max_length=500, blank=True)
+    thumbnail_path = models.CharField(max_length=500, blank=True)
+    poster_path = models.CharField(max_length=500, blank=True)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True)
+    status = models.CharField(
+        max_length=10, choices=MediaStatus.choices, default=MediaStatus.STAGED
+    )
+    reason = models.CharField(max_length=300, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.mime_type} ({self.status})"

@@ -1,0 +1,65 @@
+"""Reads for chat: membership lookups and thread snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .models import Membership, Message, Thread, ToolCall, Workspace
+from .presenters import serialize_message, serialize_tool_call
+
+
+def membership_for(*, user: Any, workspace_id: int) -> Membership | None:
+    if user is None or not user.is_authenticated:
+        return None
+    return Membership.objects.filter(user=user, workspace_id=workspace_id).first()
+
+
+def thread_with_membership(*, user: Any, thread_id: int) -> tuple[Thread, Membership] | None:
+    """The thread and the user's membership of its workspace, or None for outsiders."""
+    if user is None or not user.is_authenticated:
+        return None
+    thread = Thread.objects.select_related("workspace").filter(pk=thread_id).first()
+    if thread is None:
+        return None
+    membership = membership_for(user=user, workspace_id=thread.workspace_id)
+    if membership is None:
+        return None
+    return thread, membership
+
+
+def workspaces_for(*, user: Any) -> list[Workspace]:
+    return list(Workspace.objects.filter(memberships__user=user).order_by("name"))
+
+
+def threads_for(*, workspace: Workspace) -> list[Thread]:
+    return list(workspace.threads.order_by("-updated_at")[:200])
+
+
+def tool_calls_queryset():
+    # The view's document (`ui_resource.text`, 30-450 KB) is served by content hash and never
+    # part of a payload: leave it in the database (it is still loaded if something asks).
+    return ToolCall.objects.select_related(
+        "server", "requested_by", "ui_resource", "approval", "approval__decided_by"
+    ).defer("ui_resource__text")
+
+
+def thread_snapshot(*, thread: Thread) -> dict[str, Any]:
+    """Everything a client needs to render the thread now, in the live payload shapes."""
+    messages = list(Message.objects.filter(thread=thread).select_related("author").order_by("id"))
+    calls = list(tool_calls_queryset().filter(thread=thread).order_by("id"))
+    return {
+        "threadId": thread.pk,
+        "lastSeq": thread.last_seq,
+        "messages": [serialize_message(m) for m in messages],
+        "toolCalls": [serialize_tool_call(c) for c in calls],
+    }
+
+
+__all__ = [
+    "membership_for",
+    "thread_with_membership",
+    "workspaces_for",
+    "threads_for",
+    "thread_snapshot",
+    "tool_calls_queryset",
+]

@@ -1,0 +1,93 @@
+"""Celery tasks of the chat app. Thin: primary keys in, services do the work (DESIGN §10).
+
+Delivery guarantees for staged media ("nothing lost", DESIGN §4):
+
+- the request path enqueues ``persist_tool_media`` on commit; with no worker running the
+  message waits in the broker (the filesystem broker keeps it on disk);
+- ``acks_late`` + ``reject_on_worker_lost``: a prefork child that dies mid-task gets its
+  message redelivered;
+- a worker that dies as a whole (SIGKILL, OOM) may take its unacknowledged message with it
+  (the filesystem transport has already removed the file; Redis restores it only after the
+  visibility timeout), so every worker re-enqueues all still-``staged`` assets when it starts
+  (:func:`requeue_staged_media_on_start`), and ``manage.py requeue_media`` does the same
+  on demand — the task is idempotent, duplicates are no-ops;
+- each run counts in ``MediaAsset.attempts`` before doing any work, so an asset that keeps
+  killing workers is rejected after ``media_store.MAX_ATTEMPTS`` runs.
+
+Time limits are enforced by the prefork pool only (``make run`` uses ``--pool=solo``).
+A worker process started from the command line relays its events to daphne when the channel
+layer is the in-memory one (embedded profile; see ``media_store``, "relay").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import celeryd_init, worker_ready
+from django.db import InterfaceError, OperationalError
+
+from . import media_store
+
+log = logging.getLogger(__name__)
+
+SOFT_TIME_LIMIT = 120  # seconds; a 200 MB file takes a few seconds on a local disk
+TIME_LIMIT = 150
+MAX_RETRIES = 5
+TRANSIENT_ERRORS = (
+    media_store.TransientMediaError,
+    OperationalError,
+    InterfaceError,
+    OSError,  # storage writes; Pillow's errors are turned into rejections before this
+    SoftTimeLimitExceeded,
+)
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=TRANSIENT_ERRORS,
+    max_retries=MAX_RETRIES,
+    retry_backoff=True,  # 1, 2, 4, 8, 16 s (with jitter)
+    retry_backoff_max=300,
+    retry_jitter=True,
+    soft_time_limit=SOFT_TIME_LIMIT,
+    time_limit=TIME_LIMIT,
+    ignore_result=True,
+)
+def persist_tool_media(self: Any, asset_id: int) -> str:
+    """Verify, store and thumbnail one staged media asset; idempotent."""
+    final = self.request.retries >= MAX_RETRIES
+    return media_store.persist_asset(asset_id=int(asset_id), final_attempt=final)
+
+
+def requeue_staged(*, older_than: float, limit: int | None = None) -> list[int]:
+    """Enqueue ``persist_tool_media`` for every staged asset older than ``older_than`` s."""
+    ids = media_store.staged_asset_ids(older_than=older_than, limit=limit)
+    for asset_id in ids:
+        persist_tool_media.delay(asset_id)
+    return ids
+
+
+# ----------------------------------------------------------------------------- signals
+
+
+@celeryd_init.connect
+def relay_events_from_worker_processes(**_: Any) -> None:
+    """A worker process cannot reach an in-memory channel layer: relay (media_store)."""
+    media_store.enable_relay_from_this_process()
+
+
+@worker_ready.connect
+def requeue_staged_media_on_start(**_: Any) -> None:
+    """Recover messages a crashed worker took with it (duplicates are harmless no-ops)."""
+    try:
+        ids = requeue_staged(older_than=0)
+    except Exception:  # never keep a worker from starting
+        log.exception("could not re-enqueue staged media on worker start")
+        return
+    if ids:
+        log.info("re-enqueued %d staged media asset(s) on worker start", len(ids))

@@ -1,0 +1,492 @@
+"""Tool calls, whoever starts them (a person, the model, an app view).
+
+`start_tool_call` decides (bindings policy, audited), records the call, and runs it in a
+background task when allowed — never inside a socket handler. `finish` stores the
+canonical result, stages media, and broadcasts, all in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from bindings import services as authority
+from bindings.audit import record
+from bindings.events import AuditEventType, Decision
+from bindings.models import ApprovalRequest, ApprovalStatus
+from bindings.policy import ActionKind
+from mcp_bridge import gateway
+from mcp_bridge import services as bridge_services
+from mcp_bridge.errors import BridgeError
+from mcp_bridge.models import McpServer, Tool, UiResource
+from mcp_bridge.normalize import build_sanitized_tool_result, normalize_tool_result
+
+from . import runtime
+from .events import emit
+from .media import stage_payload, staged_parts
+from .models import MediaAsset, Message, Thread, ToolCall, ToolCallStatus
+from .presenters import serialize_tool_call
+from .selectors import tool_calls_queryset
+
+log = logging.getLogger(__name__)
+
+ACTION_FOR_ORIGIN = {
+    "user": ActionKind.USER_TOOL_CALL,
+    "model": ActionKind.MODEL_TOOL_CALL,
+    "app_view": ActionKind.APP_TOOL_CALL,
+}
+FINAL_STATUSES = {
+    ToolCallStatus.SUCCESS,
+    ToolCallStatus.ERROR,
+    ToolCallStatus.REJECTED,
+    ToolCallStatus.CANCELLED,
+}
+PROGRESS_INTERVAL = 0.1  # seconds between stored progress events of one call
+
+
+class ToolCallRefused(Exception):
+    def __init__(self, code: str, message: str, call: ToolCall | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.call = call
+
+
+@dataclass
+class CallRequest:
+    thread: Thread
+    server: McpServer
+    tool_name: str
+    arguments: dict[str, Any]
+    origin: str  # user | model | app_view
+    user: Any  # the person on whose behalf the call runs
+    role: str | None
+    message: Message | None = None
+    parent_view: ToolCall | None = None
+    provider_call_id: str = ""
+    action_kind: ActionKind | None = None
+
+
+def task_key(call_id: int) -> str:
+    return f"toolcall:{call_id}"
+
+
+def _emit_call(call: ToolCall) -> None:
+    fresh = tool_calls_queryset().get(pk=call.pk)
+    emit(thread_id=call.thread_id, kind="toolcall", payload=serialize_tool_call(fresh))
+
+
+# ----------------------------------------------------------------------- sync services
+
+
+def record_decision(*, request: CallRequest, tool: Tool | None) -> tuple[ToolCall, str]:
+    """Decide the call and record it, in one transaction. Returns (call, outcome)."""
+    kind = request.action_kind or ACTION_FOR_ORIGIN[request.origin]
+    with transaction.atomic():
+        auth = authority.authorize(
+            action_kind=kind,
+            actor_kind=request.origin,
+            user=request.user,
+            role=request.role,
+            thread=request.thread,
+            server_id=request.server.pk,
+            tool=tool,
+            tool_name=request.tool_name,
+            arguments=request.arguments,
+            view=request.parent_view,
+        )
+        decision = auth.decision
+        if decision.allowed:
+            status = ToolCallStatus.RUNNING
+        elif decision.needs_approval:
+            status = ToolCallStatus.AWAITING_APPROVAL
+        else:
+            status = ToolCallStatus.REJECTED
+        call = ToolCall.objects.create(
+            thread=request.thread,
+            message=request.message,
+            server=request.server,
+            binding=auth.binding,
+            tool_name=request.tool_name,
+            arguments=request.arguments,
+            status=status,
+            origin=request.origin,
+            requested_by=request.user,
+            parent_view=request.parent_view,
+            provider_call_id=request.provider_call_id[:200],
+            started_at=timezone.now() if decision.allowed else None,
+            error=None
+            if status != ToolCallStatus.REJECTED
+            else {"code": str(decision.reason_code), "message": decision.message},
+        )
+        if decision.needs_approval:
+            authority.create_approval(
+                thread=request.thread,
+                binding=auth.binding,
+                tool_call=call,
+                server_id=request.server.pk,
+                tool_name=request.tool_name,
+                arguments=request.arguments,
+                risk=str(decision.risk),
+                requested_by_kind=request.origin,
+                requested_by=request.user,
+            )
+        _emit_call(call)
+    return call, str(decision.outcome)
+
+
+def _view_resource_for(call: ToolCall, normalized, tool: Tool | None) -> UiResource | None:
+    """The document this call's view renders: an embedded UI part (legacy forms)."""
+    for part in normalized.parts:
+        if part.get("type") != "ui":
+            continue
+        if part.get("url"):
+            return bridge_services.store_document(
+                server=call.server,
+                uri=part["uri"],
+                mime_type=part["mimeType"],
+                text=part["url"],
+                meta=part.get("meta"),
+            )
+        document = normalized.documents.get(part.get("contentHash"))
+        if document:
+            return bridge_services.store_document(
+                server=call.server,
+                uri=document["uri"],
+                mime_type=document["mimeType"],
+                text=document["text"],
+                meta=part.get("meta"),
+            )
+    return None
+
+
+def finish_success(
+    *,
+    call_id: int,
+    raw: dict[str, Any],
+    latency_ms: float,
+    app_resource: UiResource | None,
+    tool: Tool | None = None,
+) -> ToolCall:
+    call = ToolCall.objects.select_related("server", "thread").get(pk=call_id)
+    if tool is None or tool.server_id != call.server_id or tool.name != call.tool_name:
+        tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
+    normalized = normalize_tool_result(
+        raw,
+        stage=stage_payload,
+        inline_limit=settings.ATRIUM_MEDIA_INLINE_LIMIT,
+        max_binary=settings.ATRIUM_MEDIA_MAX_BYTES,
+    )
+    sanitized = build_sanitized_tool_result(
+        normalized, tool_name=call.tool_name, tool_call_id=str(call.pk), server=call.server.slug
+    )
+    with transaction.atomic():
+        assets = _create_assets(call, sanitized["parts"])
+        call.result = sanitized
+        call.status = ToolCallStatus.ERROR if normalized.is_error else ToolCallStatus.SUCCESS
+        if normalized.is_error:
+            call.error = {
+                "code": "tool_returned_error",
+                "message": "The tool reported an error (see its result).",
+            }
+        call.finished_at = timezone.now()
+        call.latency_ms = latency_ms
+        call.ui_resource = app_resource or _view_resource_for(call, normalized, tool)
+        call.save()
+        record(
+            event_type=AuditEventType.TOOL_CALL_COMPLETED
+            if not normalized.is_error
+            else AuditEventType.TOOL_CALL_FAILED,
+            decision=Decision.ALLOWED if not normalized.is_error else Decision.FAILED,
+            actor_kind=call.origin,
+            actor_user_id=call.requested_by_id,
+            workspace_id=call.thread.workspace_id,
+            thread_id=call.thread_id,
+            binding_id=call.binding_id,
+            server_id=call.server_id,
+            tool_name=call.tool_name,
+            action="tool_result",
+            reason="is_error" if normalized.is_error else "ok",
+            arguments=call.arguments,
+            latency_ms=latency_ms,
+            extra={
+                "tool_call_id": call.pk,
+                "parts": len(sanitized["parts"]),
+                "media": [a.pk for a in assets],
+            },
+        )
+        _emit_call(call)
+        for asset in assets:
+            transaction.on_commit(lambda pk=asset.pk: _enqueue_persist(pk))
+    return call
+
+
+def _create_assets(call: ToolCall, parts: list[dict[str, Any]]) -> list[MediaAsset]:
+    assets = []
+    for part in staged_parts(parts):
+        staged = part["asset"]
+        asset = MediaAsset.objects.create(
+            thread_id=call.thread_id,
+            tool_call=call,
+            kind=staged.get("kind") or part.get("mediaKind") or "binary",
+            mime_type=part.get("mimeType", "application/octet-stream"),
+            filename=(part.get("filename") or "")[:255],
+            size=int(staged.get("size") or 0),
+            staging_path=staged["stagingKey"],
+        )
+        part["asset"] = {"id": asset.pk, "status": "staged", "size": asset.size}
+        assets.append(asset)
+    return assets
+
+
+def _enqueue_persist(asset_id: int) -> None:
+    try:
+        from .tasks import persist_tool_media
+
+        persist_tool_media.delay(asset_id)
+    except Exception:  # a down broker must not lose the result: staged media waits
+        log.exception("could not enqueue media %s; it stays staged", asset_id)
+
+
+def finish_failure(
+    *,
+    call_id: int,
+    error: dict[str, Any],
+    status: str = ToolCallStatus.ERROR,
+    latency_ms: float | None = None,
+) -> ToolCall:
+    with transaction.atomic():
+        call = ToolCall.objects.select_related("thread").select_for_update().get(pk=call_id)
+        if call.status in FINAL_STATUSES:
+            return call
+        call.status = status
+        call.error = error
+        call.finished_at = timezone.now()
+        call.latency_ms = latency_ms
+        call.save()
+        record(
+            event_type=AuditEventType.TOOL_CALL_FAILED,
+            decision=Decision.FAILED,
+            actor_kind=call.origin,
+            actor_user_id=call.requested_by_id,
+            workspace_id=call.thread.workspace_id,
+            thread_id=call.thread_id,
+            binding_id=call.binding_id,
+            server_id=call.server_id,
+            tool_name=call.tool_name,
+            action="tool_result",
+            reason=str(error.get("code", "error"))[:200],
+            arguments=call.arguments,
+            latency_ms=latency_ms,
+            extra={"tool_call_id": call.pk, "message": error.get("message", "")[:500]},
+        )
+        _emit_call(call)
+    return call
+
+
+def record_progress(
+    *, call_id: int, thread_id: int, progress: float, total: float | None, message: str | None
+) -> None:
+    data = {"id": call_id, "progress": progress, "total": total, "message": (message or "")[:300]}
+    with transaction.atomic():
+        ToolCall.objects.filter(pk=call_id).update(progress=data)
+        emit(thread_id=thread_id, kind="toolcall.progress", payload=data)
+
+
+# ----------------------------------------------------------------------- orchestration
+
+
+async def start_tool_call(request: CallRequest) -> ToolCall:
+    """Decide, record, and (when allowed) run the call in the background."""
+    tool: Tool | None
+    try:
+        tool = await gateway.tool_for(request.server, request.tool_name)
+    except BridgeError:
+        tool = None  # decided (and audited) as tool_not_found below
+    call, outcome = await database_sync_to_async(record_decision)(request=request, tool=tool)
+    if outcome == "allow":
+        # The call row and catalogue row were just read: hand them over (two fewer
+        # database round trips per call than re-reading them in the task).
+        runtime.spawn(task_key(call.pk), execute(call.pk, call=call, tool=tool))
+    return call
+
+
+async def execute(call_id: int, *, call: ToolCall | None = None, tool: Tool | None = None) -> None:
+    if call is None:
+        call = await database_sync_to_async(
+            lambda: ToolCall.objects.select_related("server", "thread").get(pk=call_id)
+        )()
+    server = call.server
+    last_progress = 0.0
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        nonlocal last_progress
+        now = time.monotonic()
+        if now - last_progress < PROGRESS_INTERVAL and (total is None or progress < total):
+            return  # a flood of progress notifications is thinned, never queued
+        last_progress = now
+        await database_sync_to_async(record_progress)(
+            call_id=call_id,
+            thread_id=call.thread_id,
+            progress=progress,
+            total=total,
+            message=message,
+        )
+
+    started = time.perf_counter()
+    try:
+        if tool is None or tool.server_id != server.pk or tool.name != call.tool_name:
+            tool = await gateway.tool_for(server, call.tool_name)
+        ui_task = (
+            asyncio.ensure_future(gateway.ui_resource(server, tool.resource_uri))
+            if tool.resource_uri
+            else None
+        )
+        raw, latency_ms = await gateway.call_tool(
+            server, tool, call.arguments, progress=on_progress
+        )
+        app_resource = None
+        if ui_task is not None:
+            try:
+                app_resource = await ui_task
+            except BridgeError as exc:
+                log.warning("UI resource %s unavailable: %s", tool.resource_uri, exc)
+        await database_sync_to_async(finish_success)(
+            call_id=call_id, raw=raw, latency_ms=latency_ms, app_resource=app_resource, tool=tool
+        )
+    except asyncio.CancelledError:
+        await database_sync_to_async(finish_failure)(
+            call_id=call_id,
+            error={"code": "cancelled", "message": "The tool call was cancelled."},
+            status=ToolCallStatus.CANCELLED,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+        raise
+    except BridgeError as exc:
+        await database_sync_to_async(finish_failure)(
+            call_id=call_id, error=exc.to_dict(), latency_ms=(time.perf_counter() - started) * 1000
+        )
+    except Exception:
+        log.exception("tool call %s failed unexpectedly", call_id)
+        await database_sync_to_async(finish_failure)(
+            call_id=call_id,
+            error={"code": "internal_error", "message": "The tool call failed unexpectedly."},
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+
+
+def _approval_outcome(*, approval_id: int, decider: Any, role: str | None, approve: bool):
+    """Record the decision; for an approval, re-decide the frozen call and mark it running."""
+    try:
+        approval = authority.decide_approval(
+            approval_id=approval_id, decider=decider, role=role, approve=approve
+        )
+    except authority.BindingError as exc:
+        if exc.code == "expired":
+            _close_expired_calls([approval_id])
+        raise
+    if approval.tool_call_id is None:
+        return None, False
+    call = ToolCall.objects.select_related("thread", "server", "parent_view").get(
+        pk=approval.tool_call_id
+    )
+    with transaction.atomic():
+        if not approve:
+            call.status = ToolCallStatus.REJECTED
+            call.error = {
+                "code": "approval_rejected",
+                "message": f"{decider.get_username()} rejected this call.",
+            }
+            call.finished_at = timezone.now()
+            call.save()
+            _emit_call(call)
+            return call, False
+        tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
+        requester_role = _role_of(call.requested_by, call.thread) if call.requested_by else role
+        # Re-decide with the approval: a binding disabled meanwhile still wins.
+        auth = authority.authorize(
+            action_kind=ACTION_FOR_ORIGIN[call.origin],
+            actor_kind=call.origin,
+            user=call.requested_by,
+            role=requester_role,
+            thread=call.thread,
+            server_id=call.server_id,
+            tool=tool,
+            tool_name=call.tool_name,
+            arguments=approval.arguments,
+            view=call.parent_view,
+            approved=True,
+            extra={"approval_id": approval.pk},
+        )
+        if not auth.allowed:
+            call.status = ToolCallStatus.REJECTED
+            call.error = {"code": str(auth.decision.reason_code), "message": auth.decision.message}
+            call.finished_at = timezone.now()
+            call.save()
+            _emit_call(call)
+            return call, False
+        call.arguments = approval.arguments  # exactly what was shown is what runs
+        call.status = ToolCallStatus.RUNNING
+        call.started_at = timezone.now()
+        call.save()
+        _emit_call(call)
+    return call, True
+
+
+def _close_expired_calls(approval_ids: list[int]) -> None:
+    """Calls whose approval expired end as rejected, and every member sees it."""
+    calls = ToolCall.objects.filter(
+        approval__pk__in=approval_ids, status=ToolCallStatus.AWAITING_APPROVAL
+    )
+    for call in calls:
+        with transaction.atomic():
+            call.status = ToolCallStatus.REJECTED
+            call.error = {
+                "code": "approval_expired",
+                "message": "Nobody approved this call in time; it did not run.",
+            }
+            call.finished_at = timezone.now()
+            call.save(update_fields=["status", "error", "finished_at"])
+            _emit_call(call)
+
+
+def expire_due_approvals(*, thread_id: int) -> int:
+    """Expire the thread's overdue approvals (audited) and close their calls."""
+    expired = authority.expire_due_approvals(thread_id=thread_id)
+    if expired:
+        _close_expired_calls([a.pk for a in expired])
+    return len(expired)
+
+
+def _role_of(user: Any, thread: Thread) -> str | None:
+    from .models import Membership
+
+    membership = Membership.objects.filter(user=user, workspace_id=thread.workspace_id).first()
+    return membership.role if membership else None
+
+
+async def decide_approval(
+    *, approval_id: int, decider: Any, role: str | None, approve: bool
+) -> ToolCall:
+    call, run = await database_sync_to_async(_approval_outcome)(
+        approval_id=approval_id, decider=decider, role=role, approve=approve
+    )
+    if run and call is not None:
+        runtime.spawn(task_key(call.pk), execute(call.pk))
+    return call
+
+
+def pending_approval_ids(thread_id: int) -> list[int]:
+    return list(
+        ApprovalRequest.objects.filter(
+            thread_id=thread_id, status=ApprovalStatus.PENDING
+        ).values_list("pk", flat=True)
+    )

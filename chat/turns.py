@@ -1,0 +1,158 @@
+"""State changes of model turns: assistant messages as they stream, partial tool input.
+
+Every function is a keyword-only sync service (called from the agent loop through
+``database_sync_to_async``); each stores its change and its thread event in one transaction
+(events broadcast on commit, see :func:`chat.events.emit`). Finished assistant messages and
+provider failures are written to the audit log with the model as the actor.
+
+Event shapes added here (see the agent's module docstring for the whole flow):
+
+- ``message`` — the assistant message, upserted by id (``status`` ``streaming`` →
+  ``complete`` | ``error``; the final one carries the rendered HTML);
+- ``message.delta`` — ``{id, delta}`` coalesced text to append to message ``id``;
+- ``toolcall.input-partial`` — ``{id: null, messageId, providerCallId, index, server, tool,
+  arguments}`` best-effort arguments of a tool call the model is still streaming (no
+  ``ToolCall`` row exists yet: clients key it by ``messageId`` + ``providerCallId`` and drop
+  it when a ``toolcall`` with the same ``messageId`` and tool arrives).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from bindings.audit import record
+from bindings.events import AuditEventType, Decision
+
+from .events import emit
+from .models import Message, MessageRole, MessageStatus, Thread
+from .presenters import serialize_message
+
+ASSISTANT_LABEL = "Assistant"
+
+
+def create_assistant_message(
+    *, thread_id: int, text: str = "", status: str = MessageStatus.STREAMING
+) -> Message:
+    """An assistant message that is about to stream (emitted at once, empty)."""
+    with transaction.atomic():
+        message = Message.objects.create(
+            thread_id=thread_id,
+            role=MessageRole.ASSISTANT,
+            author_label=ASSISTANT_LABEL,
+            text=text,
+            status=status,
+        )
+        Thread.objects.filter(pk=thread_id).update(updated_at=timezone.now())
+        emit(thread_id=thread_id, kind="message", payload=serialize_message(message))
+    return message
+
+
+def append_assistant_text(*, message_id: int, thread_id: int, text: str, delta: str) -> None:
+    """Store the text so far (``text``) and emit the newly streamed ``delta``."""
+    with transaction.atomic():
+        Message.objects.filter(pk=message_id).update(text=text)
+        emit(thread_id=thread_id, kind="message.delta", payload={"id": message_id, "delta": delta})
+
+
+def emit_tool_input_partial(*, thread_id: int, payload: dict[str, Any]) -> None:
+    emit(thread_id=thread_id, kind="toolcall.input-partial", payload=payload)
+
+
+def finish_assistant_message(
+    *,
+    message_id: int,
+    text: str,
+    status: str = MessageStatus.COMPLETE,
+    actor_user_id: int | None = None,
+    reason: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Message:
+    """The final text and status of a streamed message; audited as posted by the model."""
+    with transaction.atomic():
+        message = Message.objects.select_related("thread").select_for_update().get(pk=message_id)
+        message.text = text
+        message.status = status
+        message.save(update_fields=["text", "status"])
+        _audit(message, actor_user_id=actor_user_id, reason=reason, extra=extra)
+        emit(thread_id=message.thread_id, kind="message", payload=serialize_message(message))
+    return message
+
+
+def post_assistant_notice(
+    *,
+    thread_id: int,
+    text: str,
+    status: str = MessageStatus.COMPLETE,
+    actor_user_id: int | None = None,
+    reason: str = "",
+    extra: dict[str, Any] | None = None,
+) -> Message:
+    """A whole assistant message at once: a provider error, the step limit, an empty answer."""
+    with transaction.atomic():
+        message = Message.objects.create(
+            thread_id=thread_id,
+            role=MessageRole.ASSISTANT,
+            author_label=ASSISTANT_LABEL,
+            text=text,
+            status=status,
+        )
+        Thread.objects.filter(pk=thread_id).update(updated_at=message.created_at)
+        message = Message.objects.select_related("thread").get(pk=message.pk)
+        _audit(message, actor_user_id=actor_user_id, reason=reason, extra=extra)
+        emit(thread_id=thread_id, kind="message", payload=serialize_message(message))
+    return message
+
+
+def _audit(
+    message: Message, *, actor_user_id: int | None, reason: str, extra: dict[str, Any] | None
+) -> None:
+    failed = message.status == MessageStatus.ERROR
+    record(
+        event_type=AuditEventType.MESSAGE_POSTED,
+        decision=Decision.FAILED if failed else Decision.ALLOWED,
+        actor_kind="model",
+        # The person whose message started the turn.
+        actor_user_id=actor_user_id,
+        actor_label=ASSISTANT_LABEL,
+        workspace_id=message.thread.workspace_id,
+        thread_id=message.thread_id,
+        action="assistant_message",
+        reason=reason or ("provider_error" if failed else "ok"),
+        extra={
+            "message_id": message.pk,
+            "chars": len(message.text),
+            **(extra or {}),
+        },
+    )
+
+
+def record_tools_offered(
+    *, thread: Thread, user_id: int | None, provider: str, model: str, tools: list[str]
+) -> None:
+    """One audit row per turn: exactly which tools the model was offered."""
+    with transaction.atomic():
+        record(
+            event_type=AuditEventType.TOOLS_OFFERED_TO_MODEL,
+            decision=Decision.ALLOWED,
+            actor_kind="model",
+            actor_user_id=user_id,
+            workspace_id=thread.workspace_id,
+            thread_id=thread.pk,
+            action="model_tool_list",
+            reason="turn",
+            extra={"provider": provider, "model": model, "tools": tools},
+        )
+
+
+__all__ = [
+    "ASSISTANT_LABEL",
+    "append_assistant_text",
+    "create_assistant_message",
+    "emit_tool_input_partial",
+    "finish_assistant_message",
+    "post_assistant_notice",
+    "record_tools_offered",
+]

@@ -1,0 +1,156 @@
+"""Server side of app views: capability tokens, what a view is opened with, and the
+CallToolResult a view receives (rebuilt from the stored canonical result)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core import signing
+
+from bindings.models import AppBinding
+from mcp_bridge.csp import build_csp, permissions_allow_attribute
+from mcp_bridge.models import UiResource
+
+from .models import ToolCall
+
+TOKEN_SALT = "atrium.view-token"
+SUPPORTED_FLAVORS = {"mcp-app", "html", "url", "skybridge"}
+
+
+@dataclass(frozen=True)
+class ViewToken:
+    call_id: int
+    user_id: int
+    thread_id: int
+    binding_id: int | None
+    server_id: int
+
+
+def sign_view_token(*, call: ToolCall, user_id: int) -> str:
+    return signing.dumps(
+        [call.pk, user_id, call.thread_id, call.binding_id, call.server_id],
+        salt=TOKEN_SALT,
+        compress=False,
+    )
+
+
+def read_view_token(token: Any) -> ViewToken | None:
+    """The token's claims, or None when it is forged, malformed or expired."""
+    if not isinstance(token, str) or len(token) > 500:
+        return None
+    try:
+        values = signing.loads(token, salt=TOKEN_SALT, max_age=settings.ATRIUM_VIEW_TOKEN_MAX_AGE)
+    except signing.BadSignature:
+        return None
+    if not (isinstance(values, list) and len(values) == 5):
+        return None
+    call_id, user_id, thread_id, binding_id, server_id = values
+    if not all(isinstance(v, int) for v in (call_id, user_id, thread_id, server_id)):
+        return None
+    return ViewToken(call_id, user_id, thread_id, binding_id, server_id)
+
+
+def sandbox_origin_for(server_slug: str) -> str:
+    """The sandbox origin of a server's views (per-server subdomains when configured)."""
+    origin = settings.ATRIUM_SANDBOX_ORIGIN
+    if "*." in origin:
+        return origin.replace("*.", f"{server_slug}.", 1)
+    suffix = settings.SANDBOX_SUBDOMAIN_SUFFIX
+    if suffix:
+        scheme, rest = origin.split("://", 1)
+        port = rest.split(":", 1)[1] if ":" in rest else ""
+        return f"{scheme}://{server_slug}.{suffix}" + (f":{port}" if port else "")
+    return origin
+
+
+def _declared_csp(resource: UiResource) -> dict[str, list[str]] | None:
+    csp = (resource.meta or {}).get("csp")
+    return csp if isinstance(csp, dict) else None
+
+
+def _allowed_domains(binding: AppBinding | None) -> Any:
+    if binding is None:
+        return {}
+    return binding.allowed_domains  # None: no admin restriction beyond what is declared
+
+
+def effective_csp(resource: UiResource, binding: AppBinding | None):
+    """The CspResult of a view: declared domains ∩ the binding's allowed domains.
+
+    External-URL views (legacy `text/uri-list`) declare nothing; their URL's origin is
+    what the inner frame must load, so it is declared as a frame domain here.
+    """
+    declared = dict(_declared_csp(resource) or {})
+    if resource.flavor == "url":
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(resource.text.strip())
+        if parts.scheme in ("http", "https") and parts.netloc:
+            origin = f"{parts.scheme}://{parts.netloc}"
+            declared["frameDomains"] = [*declared.get("frameDomains", []), origin]
+    return build_csp(declared or None, allowed=_allowed_domains(binding))
+
+
+def view_permissions(resource: UiResource, binding: AppBinding | None) -> tuple[str, list[str]]:
+    declared = (resource.meta or {}).get("permissions")
+    granted = set(binding.granted_permissions or []) if binding else set()
+    return permissions_allow_attribute(declared, granted)
+
+
+def _decode_data_uri(src: str) -> tuple[str, str] | None:
+    if not src.startswith("data:") or ";base64," not in src:
+        return None
+    header, data = src[5:].split(";base64,", 1)
+    try:
+        base64.b64decode(data, validate=True)
+    except binascii.Error:
+        return None
+    return header, data
+
+
+def call_tool_result(sanitized: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A whole MCP `CallToolResult` for a view, rebuilt from the canonical result.
+
+    Views get the same stored object on every reload and for every member. Inline media is
+    returned as image/audio blocks; staged media and UI parts as short text descriptions.
+    """
+    if not sanitized:
+        return None
+    from mcp_bridge.normalize import describe_part
+
+    content: list[dict[str, Any]] = []
+    for part in sanitized.get("parts", []):
+        kind = part.get("type")
+        if kind == "text":
+            content.append({"type": "text", "text": part.get("text", "")})
+            continue
+        if kind in ("image", "file") and isinstance(part.get("src"), str):
+            decoded = _decode_data_uri(part["src"])
+            media = part.get("mediaKind", "image") if kind == "file" else "image"
+            if decoded and media in ("image", "audio"):
+                content.append({"type": media, "mimeType": decoded[0], "data": decoded[1]})
+                continue
+        if kind == "link" and part.get("uri"):
+            content.append(
+                {
+                    "type": "resource_link",
+                    "uri": part["uri"],
+                    "name": part.get("name") or part["uri"],
+                }
+            )
+            continue
+        if kind == "ui":
+            continue
+        described = describe_part(part)
+        if described:
+            content.append({"type": "text", "text": described})
+    result: dict[str, Any] = {"content": content, "isError": bool(sanitized["meta"]["isError"])}
+    if sanitized.get("structured") is not None:
+        result["structuredContent"] = sanitized["structured"]
+    if sanitized.get("uiMeta"):
+        result["_meta"] = sanitized["uiMeta"]
+    return result

@@ -1,0 +1,122 @@
+"""Chat pages. Thin: membership checks and selectors; outsiders get 404, never data."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.http import require_POST
+
+from . import services
+from .models import Thread, ToolCall, Workspace
+from .selectors import membership_for, thread_snapshot, threads_for, workspaces_for
+
+
+def _workspace_for_member(request: HttpRequest, slug: str):
+    workspace = Workspace.objects.filter(slug=slug).first()
+    membership = membership_for(user=request.user, workspace_id=workspace.pk) if workspace else None
+    if workspace is None or membership is None:
+        raise Http404("No such workspace.")
+    return workspace, membership
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    workspaces = workspaces_for(user=request.user)
+    if workspaces:
+        return redirect("workspace", slug=workspaces[0].slug)
+    return render(request, "chat/no_workspace.html", {"workspaces": []})
+
+
+@login_required
+def workspace_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    workspace, membership = _workspace_for_member(request, slug)
+    return render(
+        request,
+        "chat/workspace.html",
+        {
+            "workspace": workspace,
+            "membership": membership,
+            "workspaces": workspaces_for(user=request.user),
+            "threads": threads_for(workspace=workspace),
+        },
+    )
+
+
+@login_required
+@require_POST
+def thread_create(request: HttpRequest, slug: str) -> HttpResponse:
+    workspace, _ = _workspace_for_member(request, slug)
+    try:
+        thread = services.create_thread(
+            workspace=workspace, title=request.POST.get("title", ""), actor=request.user
+        )
+    except services.ChatError as exc:
+        return HttpResponse(exc.message, status=403)
+    return redirect("thread", slug=workspace.slug, thread_id=thread.pk)
+
+
+def json_script(value: Any, element_id: str) -> SafeString:
+    """`django.utils.html.json_script`, same output, with the three escapes done by
+    `str.replace`: Django's `str.translate` with a dict costs ~25 ms on a 500 KB snapshot."""
+    text = (
+        json.dumps(value, cls=DjangoJSONEncoder)
+        .replace(">", "\\u003E")
+        .replace("<", "\\u003C")
+        .replace("&", "\\u0026")
+    )
+    return format_html(
+        '<script id="{}" type="application/json">{}</script>', element_id, mark_safe(text)
+    )
+
+
+@login_required
+def thread_detail(request: HttpRequest, slug: str, thread_id: int) -> HttpResponse:
+    workspace, membership = _workspace_for_member(request, slug)
+    thread = get_object_or_404(Thread, pk=thread_id, workspace=workspace)
+    snapshot = thread_snapshot(thread=thread)
+    return render(
+        request,
+        "chat/thread.html",
+        {
+            "workspace": workspace,
+            "membership": membership,
+            "workspaces": workspaces_for(user=request.user),
+            "threads": threads_for(workspace=workspace),
+            "thread": thread,
+            "snapshot": snapshot,
+            "snapshot_script": json_script(snapshot, "thread-snapshot"),
+        },
+    )
+
+
+@login_required
+def view_document(request: HttpRequest, content_hash: str) -> HttpResponse:
+    """A view's HTML, for the host page to hand to the sandbox proxy (never rendered here)."""
+    from mcp_bridge.models import UiResource
+
+    from .view_bridge import read_view_token
+
+    claims = read_view_token(request.GET.get("t"))
+    if claims is None or claims.user_id != request.user.pk:
+        raise Http404("Unknown or expired view.")
+    call = ToolCall.objects.filter(pk=claims.call_id, thread_id=claims.thread_id).first()
+    if (
+        call is None
+        or membership_for(user=request.user, workspace_id=call.thread.workspace_id) is None
+    ):
+        raise Http404("Unknown or expired view.")
+    resource = UiResource.objects.filter(pk=call.ui_resource_id, content_hash=content_hash).first()
+    if resource is None:
+        raise Http404("Unknown or expired view.")
+    response = HttpResponse(resource.text, content_type="text/plain; charset=utf-8")
+    response["Cache-Control"] = "private, max-age=31536000, immutable"
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response

@@ -1,0 +1,27 @@
+"""Atrium's own knobs: profile, model provider defaults, limits and timeouts."""
+
+from .database import DATABASE_URL
+from .env import env_int, env_str
+
+# "production" expects PostgreSQL, Redis and a real broker; deploy checks enforce it.
+ATRIUM_PROFILE = env_str("ATRIUM_PROFILE", "production" if DATABASE_URL else "embedded")
+# How many ASGI processes serve this deployment (the in-memory layer only works with one).
+ATRIUM_ASGI_PROCESSES = env_int("ATRIUM_ASGI_PROCESSES", 1)
+
+# Model provider defaults; a workspace may override them in the admin.
+ATRIUM_PROVIDER = env_str("ATRIUM_PROVIDER", "direct")  # direct | openai | anthropic
+ATRIUM_MODEL = env_str("ATRIUM_MODEL", "")
+ATRIUM_PROVIDER_BASE_URL = env_str("ATRIUM_PROVIDER_BASE_URL", "")
+ATRIUM_PROVIDER_API_KEY = env_str("ATRIUM_PROVIDER_API_KEY", "")
+ATRIUM_AGENT_MAX_STEPS = env_int("ATRIUM_AGENT_MAX_STEPS", 8)
+
+# Media: payloads above this many decoded bytes are staged and persisted by a worker.
+ATRIUM_MEDIA_INLINE_LIMIT = env_int("ATRIUM_MEDIA_INLINE_LIMIT", 64 * 1024)
+ATRIUM_MEDIA_MAX_BYTES = env_int("ATRIUM_MEDIA_MAX_BYTES", 200 * 1024 * 1024)
+
+# Views: how long a view's capability token lives (seconds).
+ATRIUM_VIEW_TOKEN_MAX_AGE = env_int("ATRIUM_VIEW_TOKEN_MAX_AGE", 12 * 3600)
+ATRIUM_TOOL_CALL_TIMEOUT = env_int("ATRIUM_TOOL_CALL_TIMEOUT", 60)
+ATRIUM_APPROVAL_TTL = env_int("ATRIUM_APPROVAL_TTL", 24 * 3600)
+# Largest websocket frame a client may send (bytes).
+ATRIUM_MAX_WS_MESSAGE = env_int("ATRIUM_MAX_WS_MESSAGE", 1024 * 1024)

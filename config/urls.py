@@ -1,0 +1,10 @@
+"""URLs of the app host."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("audit/", include("bindings.urls")),
+    path("", include("chat.urls")),
+]

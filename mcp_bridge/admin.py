@@ -1,0 +1,320 @@
+"""MCP servers, their catalogue and UI resources in the admin.
+
+- env and header *values* are write-only: the form shows which keys are stored, never their
+  values (they may be secrets).
+- Server changes are audited (SERVER_ADDED / SERVER_CHANGED / SERVER_REMOVED) with key names
+  only, never values.
+- "Refresh catalogue" asks the server for ``tools/list`` now (through a blocking bridge, as
+  sync code does) and reports success or the server's error.
+- The catalogue (tools, UI resources) is what the servers said: read-only here. Narrowing a
+  tool's visibility, its risk or its approval is a tool policy on an app binding.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest
+
+from bindings.audit import record
+from bindings.events import AuditEventType, Decision
+
+from . import services
+from .errors import BridgeError
+from .models import McpServer, Tool, UiResource
+
+# Fields whose changes are audited by name (env / headers: only their keys).
+AUDITED_SERVER_FIELDS = (
+    "name",
+    "slug",
+    "transport",
+    "command",
+    "args",
+    "cwd",
+    "url",
+    "enabled",
+    "call_timeout",
+    "connect_timeout",
+    "sandbox_subdomain",
+)
+
+
+class McpServerForm(forms.ModelForm):
+    env = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+        help_text="KEY=VALUE per line (values are hidden once saved; leave empty to keep; "
+        "write ${NAME} to read NAME from the environment).",
+    )
+    headers = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+        help_text="Header: value per line (hidden once saved; leave empty to keep).",
+    )
+
+    class Meta:
+        model = McpServer
+        fields = [
+            "name",
+            "slug",
+            "transport",
+            "command",
+            "args",
+            "env",
+            "cwd",
+            "url",
+            "headers",
+            "enabled",
+            "call_timeout",
+            "connect_timeout",
+            "sandbox_subdomain",
+        ]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Show which keys exist, never their values.
+        for name in ("env", "headers"):
+            stored = getattr(self.instance, name, None) or {}
+            self.initial[name] = ""
+            if stored:
+                self.fields[name].help_text += f" Stored: {', '.join(sorted(stored))}."
+
+    @staticmethod
+    def _parse(raw: str, sep: str) -> dict[str, str]:
+        result: dict[str, str] = {}
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            if sep not in line:
+                raise forms.ValidationError(f"Expected KEY{sep}VALUE, got {line[:40]!r}.")
+            key, value = line.split(sep, 1)
+            result[key.strip()] = value.strip()
+        return result
+
+    def clean_env(self) -> dict[str, str]:
+        raw = self.cleaned_data.get("env") or ""
+        return self._parse(raw, "=") if raw.strip() else (self.instance.env or {})
+
+    def clean_headers(self) -> dict[str, str]:
+        raw = self.cleaned_data.get("headers") or ""
+        return self._parse(raw, ":") if raw.strip() else (self.instance.headers or {})
+
+
+def _server_snapshot(server: McpServer) -> dict:
+    snap = {name: getattr(server, name) for name in AUDITED_SERVER_FIELDS}
+    snap["env_keys"] = sorted(server.env or {})
+    snap["header_keys"] = sorted(server.headers or {})
+    return snap
+
+
+class ToolInline(admin.TabularInline):
+    model = Tool
+    extra = 0
+    fields = ["name", "title", "visibility", "resource_uri", "annotations", "present"]
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class HealthFilter(admin.SimpleListFilter):
+    title = "health"
+    parameter_name = "health"
+
+    def lookups(self, request, model_admin):
+        return [("ok", "answering"), ("error", "last attempt failed"), ("never", "never seen")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "ok":
+            return queryset.filter(last_seen__isnull=False, last_error="")
+        if self.value() == "error":
+            return queryset.exclude(last_error="")
+        if self.value() == "never":
+            return queryset.filter(last_seen__isnull=True, last_error="")
+        return queryset
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    form = McpServerForm
+    list_display = [
+        "name",
+        "slug",
+        "transport",
+        "enabled",
+        "healthy",
+        "last_seen",
+        "short_error",
+        "tool_count",
+        "binding_count",
+    ]
+    list_filter = ["transport", "enabled", HealthFilter]
+    search_fields = ["name", "slug"]
+    readonly_fields = ["last_error", "last_seen", "catalogue_refreshed_at"]
+    inlines = [ToolInline]
+    actions = ["refresh_catalogue"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                _tools=Count("tools", filter=Q(tools__present=True), distinct=True),
+                _bindings=Count("bindings", distinct=True),
+            )
+        )
+
+    @admin.display(description="healthy", boolean=True)
+    def healthy(self, obj: McpServer) -> bool | None:
+        if obj.last_error:
+            return False
+        return True if obj.last_seen else None
+
+    @admin.display(description="last error")
+    def short_error(self, obj: McpServer) -> str:
+        return (obj.last_error or "")[:80]
+
+    @admin.display(description="tools", ordering="_tools")
+    def tool_count(self, obj: McpServer) -> int:
+        return getattr(obj, "_tools", 0)
+
+    @admin.display(description="bindings", ordering="_bindings")
+    def binding_count(self, obj: McpServer) -> int:
+        return getattr(obj, "_bindings", 0)
+
+    @admin.action(description="Refresh catalogue (ask the servers for their tools now)")
+    def refresh_catalogue(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        from . import gateway
+
+        servers = list(queryset)
+        with gateway.blocking_bridge() as bridge:
+            for server in servers:
+                if not server.enabled:
+                    self.message_user(
+                        request, f"{server.name}: disabled, not refreshed.", messages.WARNING
+                    )
+                    continue
+                try:
+                    tools = bridge.list_tools(services.spec_for(server))
+                except BridgeError as exc:
+                    services.record_health(server_id=server.pk, error=exc.user_message)
+                    self.message_user(request, f"{server.name}: {exc.user_message}", messages.ERROR)
+                    continue
+                except Exception as exc:  # a broken config must not crash the admin
+                    services.record_health(server_id=server.pk, error=str(exc)[:500])
+                    self.message_user(request, f"{server.name}: {exc}", messages.ERROR)
+                    continue
+                change = services.apply_catalogue(server=server, tools=tools)
+                summary = (
+                    ", ".join(
+                        f"{len(names)} {label}"
+                        for names, label in (
+                            (change.added, "added"),
+                            (change.updated, "updated"),
+                            (change.removed, "removed"),
+                        )
+                        if names
+                    )
+                    or "no change"
+                )
+                problems = f"; {len(change.problems)} with problems" if change.problems else ""
+                self.message_user(
+                    request,
+                    f"{server.name}: {len(tools)} tools ({summary}{problems}).",
+                    messages.WARNING if change.problems else messages.SUCCESS,
+                )
+
+    # -- audited writes (key names only: values may be secrets) -----------------------
+
+    def save_model(self, request: HttpRequest, obj: McpServer, form, change: bool) -> None:
+        with transaction.atomic():
+            before = (
+                _server_snapshot(McpServer.objects.get(pk=obj.pk)) if change and obj.pk else None
+            )
+            super().save_model(request, obj, form, change)
+            after = _server_snapshot(obj)
+            if before is None:
+                record(
+                    event_type=AuditEventType.SERVER_ADDED,
+                    decision=Decision.ALLOWED,
+                    actor_kind="user",
+                    actor_user_id=request.user.pk,
+                    actor_label="admin",
+                    server_id=obj.pk,
+                    action="admin",
+                    extra={
+                        "via": "admin",
+                        "transport": obj.transport,
+                        "env_keys": after["env_keys"],
+                        "header_keys": after["header_keys"],
+                    },
+                )
+                return
+            changed = sorted(k for k in after if after[k] != before[k])
+            secrets_changed = [name for name in ("env", "headers") if name in form.changed_data]
+            if changed or secrets_changed:
+                record(
+                    event_type=AuditEventType.SERVER_CHANGED,
+                    decision=Decision.ALLOWED,
+                    actor_kind="user",
+                    actor_user_id=request.user.pk,
+                    actor_label="admin",
+                    server_id=obj.pk,
+                    action="admin",
+                    extra={
+                        "via": "admin",
+                        "changed": sorted(set(changed) | set(secrets_changed)),
+                        "env_keys": after["env_keys"],
+                        "header_keys": after["header_keys"],
+                    },
+                )
+
+    def delete_model(self, request: HttpRequest, obj: McpServer) -> None:
+        with transaction.atomic():
+            record(
+                event_type=AuditEventType.SERVER_REMOVED,
+                decision=Decision.ALLOWED,
+                actor_kind="user",
+                actor_user_id=request.user.pk,
+                actor_label="admin",
+                server_id=obj.pk,
+                action="admin",
+                extra={"via": "admin", "name": obj.name, "slug": obj.slug},
+            )
+            obj.delete()
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
+        with transaction.atomic():
+            for server in queryset:
+                self.delete_model(request, server)
+
+
+class ReadOnlyCatalogueAdmin(admin.ModelAdmin):
+    """Catalogue rows mirror what a server says; a refresh would overwrite any edit."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(Tool)
+class ToolAdmin(ReadOnlyCatalogueAdmin):
+    list_display = ["name", "server", "title", "visibility", "resource_uri", "present"]
+    list_filter = ["server", "present", "is_app_sdk"]
+    list_select_related = ["server"]
+    search_fields = ["name", "title", "description"]
+
+
+@admin.register(UiResource)
+class UiResourceAdmin(ReadOnlyCatalogueAdmin):
+    list_display = ["uri", "server", "flavor", "mime_type", "size", "fetched_at"]
+    list_filter = ["server", "flavor"]
+    list_select_related = ["server"]
+    exclude = ["text"]
+    readonly_fields = ["server", "uri", "mime_type", "flavor", "content_hash", "meta", "size"]

@@ -1,0 +1,169 @@
+"""Async entry points the rest of Atrium uses to talk to MCP servers.
+
+One :class:`ConnectionManager` per event loop (daphne has one; tests have one per test).
+Sync code (management commands, Celery) uses :func:`blocking_bridge` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from . import services
+from .connections import BlockingBridge, ConnectionManager
+from .errors import BridgeError, InvalidArguments, ToolNotFound
+from .models import McpServer, Tool, UiResource
+from .schema import validate_arguments
+
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
+
+_managers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ConnectionManager] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def manager() -> ConnectionManager:
+    loop = asyncio.get_running_loop()
+    found = _managers.get(loop)
+    if found is None:
+        found = ConnectionManager(on_tools_changed=_tools_changed)
+        _managers[loop] = found
+    return found
+
+
+async def _tools_changed(spec_key: str) -> None:
+    """`notifications/tools/list_changed`: refresh that server's catalogue."""
+    slug = spec_key.split(":", 1)[0]
+    server = await database_sync_to_async(McpServer.objects.filter(slug=slug).first)()
+    if server is not None:
+        # On failure health is recorded; the next call refreshes again.
+        with contextlib.suppress(BridgeError):
+            await refresh_catalogue(server)
+
+
+async def close_all() -> None:
+    found = _managers.pop(asyncio.get_running_loop(), None)
+    if found is not None:
+        await found.aclose()
+
+
+@database_sync_to_async
+def _record_health(server_id: int, error: str | None) -> None:
+    services.record_health(server_id=server_id, error=error)
+
+
+async def refresh_catalogue(server: McpServer) -> services.CatalogueChange:
+    spec = services.spec_for(server)
+    try:
+        tools = await manager().list_tools(spec)
+    except BridgeError as exc:
+        await _record_health(server.pk, exc.user_message)
+        raise
+    return await database_sync_to_async(services.apply_catalogue)(server=server, tools=tools)
+
+
+async def ensure_catalogue(server: McpServer) -> None:
+    """Load a server's catalogue once (its first use); later changes arrive by notification."""
+    if server.catalogue_refreshed_at is None:
+        # A failure is recorded as the server's health; the tool list simply lacks its tools.
+        with contextlib.suppress(BridgeError):
+            await refresh_catalogue(server)
+
+
+@database_sync_to_async
+def _tool_row(server: McpServer, name: str) -> Tool | None:
+    return Tool.objects.filter(server=server, name=name, present=True).first()
+
+
+async def tool_for(server: McpServer, name: str, *, refresh: bool = True) -> Tool:
+    """The catalogue row of a tool, refreshing the catalogue once if it is unknown."""
+    tool = await _tool_row(server, name)
+    if tool is None and refresh:
+        await refresh_catalogue(server)
+        tool = await _tool_row(server, name)
+    if tool is None:
+        raise ToolNotFound(name, server=server.name)
+    return tool
+
+
+async def call_tool(
+    server: McpServer,
+    tool: Tool,
+    arguments: dict[str, Any],
+    *,
+    progress: ProgressFn | None = None,
+    timeout: float | None = None,
+) -> tuple[dict[str, Any], float]:
+    """Validate arguments against the tool's schema, call it; returns (raw result, ms)."""
+    if not isinstance(arguments, dict):
+        raise InvalidArguments(["arguments must be a JSON object"], tool=tool.name)
+    validate_arguments(arguments, tool.input_schema or None)
+    spec = services.spec_for(server)
+    started = time.perf_counter()
+    try:
+        raw = await manager().call_tool(
+            spec, tool.name, arguments, timeout=timeout or server.call_timeout, progress=progress
+        )
+    except BridgeError as exc:
+        if exc.code in {"server_unavailable", "server_crashed"}:
+            await _record_health(server.pk, exc.user_message)
+        raise
+    latency_ms = (time.perf_counter() - started) * 1000
+    if server.last_error:
+        # A call that works again clears a recorded failure (no write on the happy path).
+        await _record_health(server.pk, None)
+        server.last_error = ""
+    return raw, latency_ms
+
+
+@database_sync_to_async
+def _latest_resource(server: McpServer, uri: str) -> UiResource | None:
+    return UiResource.objects.filter(server=server, uri=uri).order_by("-fetched_at").first()
+
+
+async def ui_resource(server: McpServer, uri: str, *, refresh: bool = True) -> UiResource:
+    """The current version of a UI resource: read it from the server (cached by hash)."""
+    spec = services.spec_for(server)
+    if not refresh:
+        cached = await _latest_resource(server, uri)
+        if cached is not None:
+            return cached
+    try:
+        read = await manager().read_resource(spec, uri)
+    except BridgeError:
+        cached = await _latest_resource(server, uri)
+        if cached is not None:
+            return cached  # the last good version beats no view at all
+        raise
+    listing_meta = await _listing_meta(spec, uri)
+    return await database_sync_to_async(services.store_ui_resource)(
+        server=server, uri=uri, read_result=read, listing_meta=listing_meta
+    )
+
+
+async def _listing_meta(spec, uri: str) -> dict[str, Any] | None:
+    """`_meta` of the resources/list entry (the fallback of N5); missing is fine."""
+    try:
+        listing = await manager().list_resources(spec)
+    except BridgeError:
+        return None
+    for entry in listing:
+        if isinstance(entry, dict) and entry.get("uri") == uri:
+            meta = entry.get("_meta")
+            return meta if isinstance(meta, dict) else None
+    return None
+
+
+async def read_resource(server: McpServer, uri: str) -> dict[str, Any]:
+    return await manager().read_resource(services.spec_for(server), uri)
+
+
+def blocking_bridge() -> BlockingBridge:
+    """For sync code: `with blocking_bridge() as bridge: bridge.call_tool(spec, ...)`."""
+    return BlockingBridge.shared()

@@ -1,0 +1,110 @@
+"""MCP servers, their tool catalogue and their UI resources."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils.text import slugify
+
+
+class Transport(models.TextChoices):
+    STDIO = "stdio", "stdio"
+    STREAMABLE_HTTP = "streamable_http", "Streamable HTTP"
+    SSE = "sse", "SSE"
+
+
+class McpServer(models.Model):
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=60, unique=True)
+    transport = models.CharField(max_length=20, choices=Transport.choices)
+    command = models.CharField(max_length=500, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    # env and headers may hold secrets: the admin never shows their values back.
+    # A value written as "${NAME}" is read from this process's environment at connect time.
+    env = models.JSONField(default=dict, blank=True)
+    cwd = models.CharField(max_length=500, blank=True)
+    url = models.URLField(max_length=500, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    enabled = models.BooleanField(default=True)
+    call_timeout = models.FloatField(default=60.0, help_text="Seconds before a tool call fails.")
+    connect_timeout = models.FloatField(default=20.0)
+    sandbox_subdomain = models.SlugField(
+        max_length=60, blank=True, help_text="Own sandbox origin {subdomain}.<sandbox suffix>."
+    )
+    last_error = models.TextField(blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    catalogue_refreshed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "MCP server"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.slug:
+            self.slug = slugify(self.name)[:60]
+        super().save(*args, **kwargs)
+
+
+class Tool(models.Model):
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=200)
+    title = models.CharField(max_length=300, blank=True)
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict, blank=True)
+    output_schema = models.JSONField(null=True, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    resource_uri = models.CharField(max_length=500, blank=True)
+    visibility = models.JSONField(default=list, blank=True)
+    is_app_sdk = models.BooleanField(default=False)
+    meta = models.JSONField(default=dict, blank=True)
+    problems = models.JSONField(default=list, blank=True)
+    # False once the server stops listing it; kept so old tool calls still resolve.
+    present = models.BooleanField(default=True)
+    refreshed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["server__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="unique_tool_per_server")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server.slug}.{self.name}"
+
+    @property
+    def visible_to_model(self) -> bool:
+        return "model" in (self.visibility or [])
+
+    @property
+    def visible_to_app(self) -> bool:
+        return "app" in (self.visibility or [])
+
+
+class UiResource(models.Model):
+    """One version of a UI resource: a changed URI or content is a new row."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="ui_resources")
+    uri = models.CharField(max_length=500)
+    mime_type = models.CharField(max_length=200)
+    flavor = models.CharField(max_length=20)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    text = models.TextField(help_text="The HTML document, or the URL for URL flavors.")
+    meta = models.JSONField(default=dict, blank=True)
+    size = models.PositiveIntegerField(default=0)
+    fetched_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-fetched_at"]
+        verbose_name = "UI resource"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server", "uri", "content_hash"], name="unique_ui_resource_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.uri} ({self.content_hash[:10]})"

@@ -1,0 +1,305 @@
+"""State changes of mcp_bridge: servers, catalogue rows, UI resource versions, health.
+
+Sync and DB-only; the network side lives in :mod:`mcp_bridge.gateway`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from bindings.audit import record
+from bindings.events import AuditEventType, Decision
+
+from .connections import ServerSpec
+from .errors import InvalidResource
+from .models import McpServer, Tool, Transport, UiResource
+from .uimeta import normalize_mime, parse_resource_ui, parse_tool_ui, ui_flavor
+
+_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+MAX_UI_DOCUMENT_BYTES = 5 * 1024 * 1024
+
+
+def document_hash(text: str) -> str:
+    """The same key the normalizer gives embedded documents: sha256 of the UTF-8 text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ServerConfigError(ValueError):
+    pass
+
+
+def _resolve(value: str) -> str:
+    """`${NAME}` reads NAME from the environment, so secrets need not live in the DB."""
+    match = _ENV_REF.match(value or "")
+    return os.environ.get(match.group(1), "") if match else value
+
+
+def spec_for(server: McpServer) -> ServerSpec:
+    """The connection spec of a server row; ``ServerConfigError`` if the row is unusable
+    (a row edited in the admin can hold what ``add_server`` would refuse)."""
+    env = {k: _resolve(str(v)) for k, v in (server.env or {}).items()}
+    headers = {k: _resolve(str(v)) for k, v in (server.headers or {}).items()}
+    try:
+        return _create_spec(server, env, headers)
+    except ValueError as exc:
+        raise ServerConfigError(f"Server '{server.slug}' is misconfigured: {exc}.") from exc
+
+
+def _create_spec(server: McpServer, env: dict[str, str], headers: dict[str, str]) -> ServerSpec:
+    return ServerSpec.create(
+        server.slug,
+        name=server.name,
+        transport=server.transport,
+        command=server.command or None,
+        args=tuple(str(a) for a in (server.args or [])),
+        env=env,
+        cwd=server.cwd or None,
+        url=server.url or None,
+        headers=headers,
+        call_timeout=float(server.call_timeout),
+        connect_timeout=float(server.connect_timeout),
+    )
+
+
+def add_server(
+    *,
+    name: str,
+    transport: str,
+    slug: str = "",
+    command: str = "",
+    args: list[str] | tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    url: str = "",
+    headers: dict[str, str] | None = None,
+    cwd: str = "",
+    call_timeout: float = 60.0,
+    actor: Any = None,
+) -> McpServer:
+    if transport not in Transport.values:
+        raise ServerConfigError(f"Unknown transport '{transport}' (stdio, streamable_http, sse).")
+    if transport == Transport.STDIO and not (isinstance(command, str) and command.strip()):
+        raise ServerConfigError("A stdio server needs a command.")
+    if transport != Transport.STDIO and not (
+        isinstance(url, str) and url.startswith(("http://", "https://"))
+    ):
+        raise ServerConfigError("An HTTP or SSE server needs an http(s) URL.")
+    for label, value, limit in (("name", name, 100), ("command", command, 500), ("URL", url, 500)):
+        # The columns' limits: PostgreSQL would fail the insert, SQLite would not notice.
+        if len(value) > limit:
+            raise ServerConfigError(f"The {label} is longer than {limit} characters.")
+    if not call_timeout > 0:  # also catches NaN
+        raise ServerConfigError("The call timeout must be a positive number of seconds.")
+    for kind, pairs in (("environment variable", env), ("header", headers)):
+        if any(not isinstance(key, str) or not key.strip() for key in pairs or {}):
+            raise ServerConfigError(f"Every {kind} needs a name.")
+    slug = slugify(slug or name)[:60]
+    if not slug:
+        raise ServerConfigError("The server needs a name made of letters or digits.")
+    if McpServer.objects.filter(slug=slug).exists():
+        raise ServerConfigError(f"A server named '{slug}' already exists.")
+    with transaction.atomic():
+        server = McpServer.objects.create(
+            name=name,
+            slug=slug,
+            transport=transport,
+            command=command,
+            args=list(args),
+            env=dict(env or {}),
+            url=url,
+            headers=dict(headers or {}),
+            cwd=cwd,
+            call_timeout=call_timeout,
+        )
+        record(
+            event_type=AuditEventType.SERVER_ADDED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor else "system",
+            actor_user_id=getattr(actor, "pk", None),
+            server_id=server.pk,
+            # Key names only: values may be secrets.
+            extra={
+                "transport": transport,
+                "env_keys": sorted(env or {}),
+                "header_keys": sorted(headers or {}),
+            },
+        )
+    return server
+
+
+@dataclass
+class CatalogueChange:
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+
+def apply_catalogue(*, server: McpServer, tools: list[dict[str, Any]]) -> CatalogueChange:
+    """Upsert the server's tool rows from a `tools/list` answer (wire form)."""
+    change = CatalogueChange()
+    seen: set[str] = set()
+    with transaction.atomic():
+        existing = {t.name: t for t in Tool.objects.filter(server=server)}
+        for raw in tools:
+            name = raw.get("name") if isinstance(raw, dict) else None
+            if not isinstance(name, str) or not name or name in seen:
+                continue
+            seen.add(name)
+            ui = parse_tool_ui(raw)
+            values = {
+                "title": str(raw.get("title") or ui.annotations.get("title") or "")[:300],
+                "description": str(raw.get("description") or ""),
+                "input_schema": raw.get("inputSchema")
+                if isinstance(raw.get("inputSchema"), dict)
+                else {},
+                "output_schema": raw.get("outputSchema")
+                if isinstance(raw.get("outputSchema"), dict)
+                else None,
+                "annotations": ui.annotations,
+                "resource_uri": ui.resource_uri or "",
+                "visibility": list(ui.visibility),
+                "is_app_sdk": ui.is_app_sdk,
+                "meta": raw.get("_meta") if isinstance(raw.get("_meta"), dict) else {},
+                "problems": ui.problems,
+                "present": True,
+            }
+            if ui.problems:
+                change.problems[name] = ui.problems
+            row = existing.get(name)
+            if row is None:
+                Tool.objects.create(server=server, name=name, **values)
+                change.added.append(name)
+            else:
+                changed = any(getattr(row, k) != v for k, v in values.items())
+                if changed:
+                    for k, v in values.items():
+                        setattr(row, k, v)
+                    row.save()
+                    change.updated.append(name)
+        gone = [n for n, t in existing.items() if n not in seen and t.present]
+        Tool.objects.filter(server=server, name__in=gone).update(present=False)
+        change.removed = gone
+        server.catalogue_refreshed_at = timezone.now()
+        server.last_seen = server.catalogue_refreshed_at
+        server.last_error = ""
+        server.save(update_fields=["catalogue_refreshed_at", "last_seen", "last_error"])
+        record(
+            event_type=AuditEventType.CATALOGUE_REFRESHED,
+            decision=Decision.ALLOWED,
+            server_id=server.pk,
+            extra={
+                "added": change.added,
+                "removed": change.removed,
+                "updated": change.updated,
+                "problems": change.problems,
+            },
+        )
+    return change
+
+
+def store_ui_resource(
+    *,
+    server: McpServer,
+    uri: str,
+    read_result: dict[str, Any],
+    listing_meta: dict[str, Any] | None = None,
+) -> UiResource:
+    """Validate a `resources/read` answer and keep it as a version keyed by content hash."""
+    contents = read_result.get("contents") if isinstance(read_result, dict) else None
+    if not isinstance(contents, list) or not contents:
+        raise InvalidResource(uri, user_message=f"The server returned no content for {uri}.")
+    item = next((c for c in contents if isinstance(c, dict) and c.get("uri") == uri), contents[0])
+    if not isinstance(item, dict):
+        raise InvalidResource(uri, user_message=f"The content for {uri} is malformed.")
+    mime = normalize_mime(item.get("mimeType"), default="")
+    text = item.get("text")
+    if text is None and isinstance(item.get("blob"), str):
+        import base64
+        import binascii
+
+        try:
+            text = base64.b64decode(item["blob"], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise InvalidResource(
+                uri, user_message=f"The UI resource {uri} is not valid base64 UTF-8."
+            ) from exc
+    if not isinstance(text, str):
+        raise InvalidResource(uri, user_message=f"The UI resource {uri} has no HTML text.")
+    size = len(text.encode())
+    if size > MAX_UI_DOCUMENT_BYTES:
+        raise InvalidResource(uri, user_message=f"The UI resource {uri} is larger than 5 MB.")
+    flavor = ui_flavor(mime, text)
+    if flavor is None:
+        raise InvalidResource(
+            uri,
+            user_message=(
+                f"The UI resource {uri} has mime type '{mime or 'none'}', not an HTML app type."
+            ),
+        )
+    meta = parse_resource_ui(item.get("_meta"), listing_meta).to_dict()
+    content_hash = document_hash(text)
+    with transaction.atomic():
+        resource, created = UiResource.objects.get_or_create(
+            server=server,
+            uri=uri,
+            content_hash=content_hash,
+            defaults={
+                "mime_type": mime,
+                "flavor": flavor,
+                "text": text,
+                "meta": meta,
+                "size": size,
+            },
+        )
+        if created:
+            record(
+                event_type=AuditEventType.UI_RESOURCE_FETCHED,
+                decision=Decision.ALLOWED,
+                server_id=server.pk,
+                extra={
+                    "uri": uri,
+                    "hash": content_hash,
+                    "flavor": flavor,
+                    "size": resource.size,
+                    "csp": meta.get("csp"),
+                    "problems": meta.get("problems", []),
+                },
+            )
+    return resource
+
+
+def store_document(
+    *, server: McpServer, uri: str, mime_type: str, text: str, meta: dict[str, Any] | None
+) -> UiResource:
+    """Keep a UI document that arrived embedded in a tool result (legacy MCP-UI forms)."""
+    flavor = ui_flavor(mime_type, text) or "html"
+    content_hash = document_hash(text)
+    resource, _ = UiResource.objects.get_or_create(
+        server=server,
+        uri=uri,
+        content_hash=content_hash,
+        defaults={
+            "mime_type": mime_type,
+            "flavor": flavor,
+            "text": text,
+            "meta": meta or {},
+            "size": len(text.encode()),
+        },
+    )
+    return resource
+
+
+def record_health(*, server_id: int, error: str | None) -> None:
+    now = timezone.now()
+    if error:
+        McpServer.objects.filter(pk=server_id).update(last_error=error[:2000])
+    else:
+        McpServer.objects.filter(pk=server_id).update(last_seen=now, last_error="")

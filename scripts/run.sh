@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `make run`: the whole app on embedded defaults — daphne + a real Celery worker on the
+# filesystem broker. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+PORT=${PORT:-8000}
+export ATRIUM_APP_ORIGIN=${ATRIUM_APP_ORIGIN:-http://localhost:$PORT}
+export ATRIUM_SANDBOX_ORIGIN=${ATRIUM_SANDBOX_ORIGIN:-http://127.0.0.1:$PORT}
+VAR=${ATRIUM_VAR_DIR:-var}
+mkdir -p "$VAR/log"
+
+[ -d tools/mcp-servers/node_modules ] || bash tools/install-mcp-servers.sh || \
+  echo "(third-party MCP servers not installed; the examples still work)"
+
+$BIN/python manage.py migrate --no-input -v0
+$BIN/python manage.py collectstatic --no-input -v0
+$BIN/python manage.py atrium_bootstrap
+
+pids=()
+stop() {
+  trap - INT TERM
+  echo
+  echo "Stopping Atrium..."
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait "${pids[@]}" 2>/dev/null || true
+  echo "Stopped."
+  exit 0
+}
+trap stop INT TERM
+
+$BIN/celery -A config worker --pool=solo --loglevel=INFO --without-gossip --without-mingle \
+  --without-heartbeat >"$VAR/log/celery.log" 2>&1 &
+pids+=($!)
+$BIN/daphne -b 127.0.0.1 -p "$PORT" config.asgi:application >"$VAR/log/daphne.log" 2>&1 &
+pids+=($!)
+
+for _ in $(seq 1 100); do
+  curl -fsS -o /dev/null "$ATRIUM_APP_ORIGIN/login/" 2>/dev/null && break
+  sleep 0.2
+done
+echo
+echo "  Atrium is running:  $ATRIUM_APP_ORIGIN/"
+echo "  Sandbox origin:     $ATRIUM_SANDBOX_ORIGIN"
+echo "  Logs:               $VAR/log/daphne.log, $VAR/log/celery.log"
+echo "  Press Ctrl-C to stop."
+echo
+wait -n "${pids[@]}" || true
+echo "A process exited unexpectedly; see $VAR/log/." >&2
+stop

@@ -1,0 +1,666 @@
+"""App views in real Chromium against a real daphne (DESIGN §7-§8, docs/view-bridge.md).
+
+One seeded server per module: every MCP server the tests use is registered and bound to
+the workspace, and each test gets its own thread. Pages fail on CSP violations or
+uncaught errors of the host page (the sandboxed views are watched by their own tests).
+
+The views run in the real sandbox: host page on ``localhost:<port>``, proxy on
+``127.0.0.1:<port>``, the app in the proxy's opaque-origin inner frame. Playwright reaches
+the app through ``row.frame_locator("iframe.view-frame").frame_locator("iframe")``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers_ui import CSP_WATCH_JS, PageWatch, login
+from tests.live import ROOT, LiveAtrium
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+NODE_SERVERS = ROOT / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
+FIXTURES = ROOT / "tests" / "fixtures" / "mcp_servers"
+THREADS = [
+    "basic",
+    "sysmon",
+    "debug",
+    "board",
+    "legacy",
+    "hostile",
+    "theme",
+    "reload",
+    "sdk",
+    "many",
+]
+
+SEED = """
+import json, sys
+from pathlib import Path
+from django.contrib.auth import get_user_model
+from chat import services
+from bindings import services as binding_services
+from mcp_bridge import services as bridge_services
+
+PASSWORD = {password!r}
+VAR = Path({var_dir!r})
+ROOT = Path({root!r})
+NODE = ROOT / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
+U = get_user_model()
+
+def person(username, first, last):
+    return U.objects.create_user(username, password=PASSWORD, first_name=first, last_name=last)
+
+owner = person("olivia", "Olivia", "Park")
+member = person("marco", "Marco", "Rossi")
+workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
+services.set_membership(workspace=workspace, user=member, role="member")
+threads = {{
+    name: services.create_thread(workspace=workspace, title="Views " + name, actor=owner).pk
+    for name in {threads!r}
+}}
+
+def bind(name, slug, command, args, env=None, auto=()):
+    server = bridge_services.add_server(
+        name=name, slug=slug, transport="stdio", command=command, args=[str(a) for a in args],
+        env=env or {{}},
+    )
+    binding = binding_services.create_binding(server=server, workspace=workspace)
+    for tool in auto:
+        binding_services.set_tool_policy(binding=binding, tool_name=tool, approval="auto")
+    return server.pk
+
+servers = {{
+    "basic": bind("Basic", "basic", "node", [NODE / "server-basic-vanillajs" / "dist" / "index.js", "--stdio"],
+                  auto=["get-time"]),
+    "sysmon": bind("System monitor", "sysmon", "node",
+                   [NODE / "server-system-monitor" / "dist" / "index.js", "--stdio"],
+                   auto=["get-system-info", "poll-system-stats"]),
+    "debug": bind("Debug", "debug", "node", [NODE / "server-debug" / "dist" / "index.js", "--stdio"],
+                  auto=["debug-tool", "debug-refresh", "debug-log"]),
+    "board": bind("Board", "board", sys.executable, [ROOT / "examples" / "board" / "server.py"],
+                  env={{"BOARD_STATE_FILE": str(VAR / "board.json")}}, auto=["move_item", "add_item"]),
+    "legacy": bind("Legacy", "legacy", sys.executable, [ROOT / "examples" / "legacy" / "server.py"]),
+    "hostile": bind("Hostile", "hostile", sys.executable, [ROOT / "tests" / "fixtures" / "mcp_servers" / "hostile.py"]),
+    "skybridge": bind("Counter", "skybridge", sys.executable,
+                      [ROOT / "tests" / "fixtures" / "mcp_servers" / "skybridge.py"], auto=["echo"]),
+}}
+print(json.dumps({{"threads": threads, "servers": servers}}))
+"""
+
+
+@dataclass
+class World:
+    server: LiveAtrium
+    password: str
+    threads: dict[str, int]
+    servers: dict[str, int]
+
+    @property
+    def origin(self) -> str:
+        return self.server.app_origin
+
+    def thread_url(self, name: str) -> str:
+        return f"{self.origin}/w/acme/t/{self.threads[name]}/"
+
+    def shell_json(self, code: str) -> Any:
+        out = self.server.shell(code)
+        return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    var_dir = tmp_path_factory.mktemp("views") / "var"
+    server = LiveAtrium(var_dir=var_dir).setup()
+    password = "pw-" + secrets.token_urlsafe(10)
+    seeded = json.loads(
+        server.shell(
+            SEED.format(password=password, var_dir=str(var_dir), root=str(ROOT), threads=THREADS)
+        )
+        .strip()
+        .splitlines()[-1]
+    )
+    server.start()
+    try:
+        yield World(server, password, seeded["threads"], seeded["servers"])
+    finally:
+        server.stop()
+
+
+class HostPageWatch(PageWatch):
+    """PageWatch for the host page only: a sandboxed view's own CSP refusals (the hostile
+    view provokes many) are the sandbox working, not a host problem."""
+
+    def __init__(self, page: Any, host_origin: str) -> None:
+        self.host_origin = host_origin
+        super().__init__(page)
+
+    def _console(self, message: Any) -> None:
+        source = (message.location or {}).get("url", "")
+        if source.startswith(self.host_origin):
+            super()._console(message)
+
+
+@pytest.fixture
+def open_as(browser: Any, world: World) -> Iterator[Any]:
+    """open_as("olivia") → a logged-in page in its own context; the host page must end
+    without CSP violations or uncaught errors."""
+    contexts: list[Any] = []
+    watches: list[PageWatch] = []
+
+    def open_page(username: str, *, color_scheme: str = "light", viewport=(1280, 900)) -> Any:
+        context = browser.new_context(
+            viewport={"width": viewport[0], "height": viewport[1]},
+            color_scheme=color_scheme,
+            device_scale_factor=1,
+        )
+        context.add_init_script(CSP_WATCH_JS)
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        watches.append(HostPageWatch(page, world.origin))
+        login(page, world.origin, username, world.password)
+        return page
+
+    yield open_page
+    problems = [p for watch in watches for p in watch.problems()]
+    for context in contexts:
+        context.close()
+    assert not problems, "CSP violations or script errors on the host page:\n" + "\n".join(problems)
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+
+def goto_thread(page: Any, world: World, name: str) -> None:
+    page.goto(world.thread_url(name))
+    page.wait_for_selector("#conn-indicator[data-state=live]")
+
+
+def call_tool(page: Any, target: str, arguments: dict[str, Any] | None = None) -> None:
+    box = page.locator("#composer-input")
+    box.fill(f"/call {target} {json.dumps(arguments or {})}")
+    box.press("Enter")
+
+
+def view_row(page: Any, tool: str) -> Any:
+    # Calls a view makes for itself have hidden rows of their own (.view-child-call).
+    name = page.locator(".view-tool", has_text=re.compile(f"^{re.escape(tool)}$"))
+    return page.locator(".view-row:not(.view-child-call)", has=name).last
+
+
+def app_frame(row: Any) -> Any:
+    """The app document: the proxy's inner frame."""
+    return row.frame_locator(":scope > .view-body > .view-stage > iframe.view-frame").frame_locator(
+        "iframe"
+    )
+
+
+def wait_ready(page: Any, row: Any, timeout: float = 20_000) -> int:
+    """Wait until the row's view finished its handshake; returns its tool call id."""
+    expect(row.locator(":scope > .view-body iframe.view-frame")).to_be_attached(timeout=timeout)
+    call_id = int(row.get_attribute("data-tool-call-id"))
+    page.wait_for_function(
+        "id => (window.AtriumViews.list().find(v => v.toolCallId === id && !v.modal) || {}).ready === true",
+        arg=call_id,
+        timeout=timeout,
+    )
+    return call_id
+
+
+def view_state(page: Any, call_id: int) -> dict[str, Any]:
+    return page.evaluate(
+        "id => window.AtriumViews.list().find(v => v.toolCallId === id && !v.modal)", call_id
+    )
+
+
+def shot(page: Any, directory: Path, name: str) -> None:
+    page.screenshot(path=str(directory / f"views-{name}.png"))
+
+
+def audit(world: World, **filters: Any) -> list[dict[str, Any]]:
+    code = (
+        "import json\n"
+        "from bindings.models import AuditEvent\n"
+        f"rows = AuditEvent.objects.filter(**{filters!r}).order_by('id')\n"
+        "print(json.dumps([{'action': r.action, 'decision': r.decision, 'reason': r.reason,"
+        " 'tool': r.tool_name, 'actor': r.actor_kind, 'type': r.event_type, 'extra': r.extra}"
+        " for r in rows], default=str))\n"
+    )
+    return world.shell_json(code)
+
+
+# ---- 1. server-basic-vanillajs ---------------------------------------------------------------
+
+
+def test_basic_vanillajs_renders_and_round_trips(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "basic")
+    call_tool(page, "basic.get-time")
+    row = view_row(page, "get-time")
+    call_id = wait_ready(page, row)
+    app = app_frame(row)
+    # The initial result arrives as ui/notifications/tool-result and is shown.
+    time_el = app.locator("#server-time")
+    expect(time_el).not_to_have_text(re.compile(r"^(Loading|\s*)$"), timeout=15_000)
+    before = time_el.inner_text()
+    page.wait_for_timeout(1100)  # the server's clock moves on
+    app.locator("#get-time-btn").click()
+    expect(time_el).not_to_have_text(before, timeout=15_000)
+    # The click went through the server as an app tool call, audited.
+    calls = audit(world, tool_name="get-time", actor_kind="app_view")
+    assert any(c["decision"] == "allowed" for c in calls), calls
+    assert view_state(page, call_id)["height"] >= 60
+    shot(page, screenshots, "basic-vanillajs")
+
+
+# ---- 2. server-system-monitor: app-only polling -------------------------------------------------
+
+
+def test_system_monitor_polls_its_app_only_tool(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "sysmon")
+    call_tool(page, "sysmon.get-system-info")
+    row = view_row(page, "get-system-info")
+    wait_ready(page, row)
+    app = app_frame(row)
+    expect(app.locator("#info-hostname")).not_to_have_text("--", timeout=15_000)
+    toggle = app.locator("#poll-toggle-btn")
+    if "start" in toggle.inner_text().lower():
+        toggle.click()
+    expect(app.locator("#memory-percent")).not_to_have_text("--%", timeout=15_000)
+    page.wait_for_timeout(2500)  # a few polls
+    polls = audit(world, tool_name="poll-system-stats", actor_kind="app_view")
+    assert sum(1 for p in polls if p["decision"] == "allowed") >= 2, polls
+
+    # The polling tool is app-only: the model's tool list never offers it.
+    reply = page.evaluate("() => window.AtriumClient.send({type: 'tools.list'})")
+    assert reply["ok"], reply
+    offered = reply["result"]["tools"]
+    names = {t.get("name") or t.get("tool") for t in offered}
+    assert "get-system-info" in names, offered[:3]
+    assert "poll-system-stats" not in names, names
+    shot(page, screenshots, "system-monitor")
+
+
+# ---- 3. server-debug: display modes, ui/message, model context, links, logging ------------------
+
+
+def test_debug_server_bridge_features(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "debug")
+    call_tool(page, "debug.debug-tool", {"contentType": "text"})
+    row = view_row(page, "debug-tool")
+    call_id = wait_ready(page, row)
+    app = app_frame(row)
+    expect(app.locator("#event-log")).to_contain_text("ontoolresult", timeout=15_000)
+
+    # Display modes requested by the app: the host arbitrates and reports the result.
+    app.locator("#display-fullscreen-btn").click()
+    page.wait_for_function(
+        "id => window.AtriumViews.list().find(v => v.toolCallId === id).mode === 'fullscreen'",
+        arg=call_id,
+    )
+    expect(page.locator(".view-stage[data-mode=fullscreen]")).to_be_visible()
+    stage_box = page.locator(".view-stage[data-mode=fullscreen]").bounding_box()
+    assert stage_box["width"] >= 1270 and stage_box["height"] >= 890, stage_box
+    shot(page, screenshots, "debug-fullscreen")
+    app.locator("#display-pip-btn").click()
+    page.wait_for_function(
+        "id => window.AtriumViews.list().find(v => v.toolCallId === id).mode === 'pip'", arg=call_id
+    )
+    pip = page.locator(".view-stage[data-mode=pip]")
+    box = pip.bounding_box()
+    assert box["x"] > 640 and box["y"] > 400 and box["width"] < 500, box
+    # The panel stays put while the chat scrolls.
+    page.locator("#timeline").evaluate("el => el.scrollTo(0, 0)")
+    assert pip.bounding_box() == box
+    shot(page, screenshots, "debug-pip")
+    # Host-initiated: the header/panel controls bring it back (host-context-changed).
+    pip.locator(".view-exit").click()
+    page.wait_for_function(
+        "id => window.AtriumViews.list().find(v => v.toolCallId === id).mode === 'inline'",
+        arg=call_id,
+    )
+    expect(app.locator("#event-log")).to_contain_text("onhostcontextchanged")
+
+    # ui/message lands in the thread, labelled as coming from the app.
+    app.locator("#message-text").fill("Hello from the debug app")
+    app.locator("#send-message-text-btn").click()
+    posted = page.locator(".msg-entry", has_text="Hello from the debug app").last
+    expect(posted.locator(".via-tag")).to_contain_text("Debug")
+
+    # ui/update-model-context (checked in the database below) and a log line.
+    app.locator("#context-text").fill("the user is on step 3")
+    app.locator("#update-context-text-btn").click()
+    app.locator("#log-data").fill("debug log line 42")
+    app.locator("#log-info-btn").click()
+
+    # ui/open-link: https opens a new page; javascript: is refused (and audited).
+    with page.context.expect_page(timeout=10_000) as opened:
+        app.locator("#open-link-btn").click()
+    assert re.match(r"^(https://modelcontextprotocol\.io|chrome-error:)", opened.value.url), (
+        opened.value.url
+    )
+    opened.value.close()
+    app.locator("#link-url").fill("javascript:alert(document.domain)")
+    app.locator("#open-link-btn").click()
+    page.wait_for_timeout(800)
+    assert len(page.context.pages) == 1
+
+    # What the server recorded: one query, retried while the last writes land.
+    check = (
+        "import json\nfrom bindings.models import AuditEvent\nfrom chat.models import ToolCall\n"
+        "rows = lambda **f: [[r.decision, r.reason, json.dumps(r.extra)] for r in AuditEvent.objects.filter(**f).order_by('id')]\n"
+        f"print(json.dumps({{'context': ToolCall.objects.get(pk={call_id}).model_context,"
+        " 'modes': rows(action='ui_request_display_mode'), 'links': rows(action='ui_open_link'),"
+        " 'logs': rows(action='log_message')}))"
+    )
+    for _ in range(5):
+        found = world.shell_json(check)
+        logs = [r for r in found["logs"] if "debug log line 42" in r[2]]
+        if found["context"] and logs and len(found["links"]) >= 2:
+            break
+        time.sleep(0.5)
+    assert "the user is on step 3" in json.dumps(found["context"]), found["context"]
+    assert [m[0] for m in found["modes"]][-2:] == ["allowed", "allowed"], found["modes"]
+    assert found["links"][0][0] == "allowed", found["links"]
+    assert any(r[0] == "denied" and r[1] == "scheme_not_allowed" for r in found["links"]), found[
+        "links"
+    ]
+    assert logs, "the view's log message was not audited"
+
+    # Unmounting sends ui/resource-teardown and waits for the app's answer (≤ 3 s).
+    elapsed = page.evaluate(
+        """async id => {
+            const row = document.querySelector(`.view-row[data-tool-call-id="${id}"]`);
+            const started = performance.now();
+            await window.AtriumViews.unmount(row);
+            return performance.now() - started;
+        }""",
+        call_id,
+    )
+    assert elapsed < 2500, f"teardown was not answered ({elapsed:.0f} ms)"
+    assert row.locator("iframe").count() == 0
+
+
+# ---- 4. the board example: app-only move, destructive delete with approval ----------------------
+
+
+def test_board_moves_and_deletes_with_approval(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "board")
+    call_tool(page, "board.list_items")
+    row = view_row(page, "list_items")
+    wait_ready(page, row)
+    app = app_frame(row)
+    card = app.locator('.card[data-id="ATR-101"]')
+    expect(card).to_be_visible(timeout=15_000)
+    expect(app.locator('.column[data-column="todo"] .card[data-id="ATR-101"]')).to_be_visible()
+
+    # The card's "move right" control calls the app-only move_item through the server.
+    card.hover()
+    card.get_by_role("button", name=re.compile("to In progress")).click()
+    expect(app.locator('.column[data-column="doing"] .card[data-id="ATR-101"]')).to_be_visible()
+    moves = audit(world, tool_name="move_item", actor_kind="app_view")
+    assert any(m["decision"] == "allowed" for m in moves), moves
+    # The optimistic move was confirmed by the server's answer (a new board version).
+    expect(app.locator("#subtitle")).to_contain_text(re.compile(r"v\d+"))
+
+    # Delete needs approval: the app's request waits, another member approves it.
+    other = open_as("marco")
+    goto_thread(other, world, "board")
+    victim = app.locator('.card[data-id="ATR-102"]')
+    victim.hover()
+    delete = victim.get_by_role("button", name=re.compile("^Delete"))
+    delete.click()
+    delete.click()  # second click confirms
+    approve = other.locator('button[data-action="approve"]').last
+    expect(approve).to_be_visible(timeout=15_000)
+    shot(page, screenshots, "board-awaiting-approval")
+    approve.click()
+    expect(app.locator('.card[data-id="ATR-102"]')).to_have_count(0, timeout=15_000)
+    decisions = [(r["decision"], r["action"]) for r in audit(world, tool_name="delete_item")]
+    assert ("pending", "app_tool_call") in decisions, decisions
+    assert ("approved", "approval") in decisions, decisions
+    row.evaluate("el => el.scrollIntoView({block: 'start'})")
+    shot(page, screenshots, "board")
+
+
+# ---- 5. legacy MCP-UI: rawHtml round trip, remote-dom not supported -------------------------------
+
+
+def test_legacy_raw_html_and_remote_dom(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "legacy")
+    call_tool(page, "legacy.show_raw_html", {"greeting": "Hello, legacy world"})
+    row = view_row(page, "show_raw_html")
+    call_id = wait_ready(page, row)
+    assert view_state(page, call_id)["protocol"] == "legacy"
+    app = app_frame(row)
+    # ui-lifecycle-iframe-render-data delivered the resource's initial render data.
+    expect(app.locator("#greeting")).to_have_text("Hello, legacy world")
+    expect(app.locator("#who")).to_have_text("Signed in as Ada")
+    # A legacy `tool` action → tools/call through the server → ui-message-response.
+    app.locator("#text").fill("ping from the test")
+    app.locator("#tool").click()
+    entry = app.locator("#log li", has_text="legacy_echo").first
+    expect(entry.locator(".state")).to_have_text("done", timeout=15_000)
+    expect(entry.locator("pre")).to_contain_text("Echo: ping from the test")
+    calls = audit(world, tool_name="legacy_echo")
+    assert any(c["action"] == "legacy_tool" and c["decision"] == "allowed" for c in calls), calls
+    shot(page, screenshots, "legacy-raw-html")
+
+    # A legacy text/uri-list view: the external page loads in the proxy's inner frame and
+    # its legacy `notify` reaches the server.
+    call_tool(page, "legacy.show_external_url")
+    external = view_row(page, "show_external_url")
+    wait_ready_frame = external.frame_locator(
+        ":scope > .view-body > .view-stage > iframe.view-frame"
+    ).frame_locator("iframe")
+    expect(wait_ready_frame.locator("h1")).to_have_text(
+        "An external page in a frame", timeout=20_000
+    )
+    wait_ready_frame.locator("#notify").click()
+    deadline = time.monotonic() + 8
+    notes: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not notes:
+        notes = [r for r in audit(world, actor_kind="app_view") if r["action"] == "legacy_notify"]
+    assert notes and notes[0]["decision"] == "allowed", notes
+
+    call_tool(page, "legacy.show_remote_dom")
+    remote = view_row(page, "show_remote_dom")
+    card = remote.locator(".view-fallback.is-unsupported")
+    expect(card).to_be_visible(timeout=20_000)
+    expect(card).to_contain_text("not supported")
+    expect(card.locator(".view-fallback-text")).to_contain_text("remote-DOM")
+    assert remote.locator("iframe").count() == 0
+    remote.scroll_into_view_if_needed()
+    shot(page, screenshots, "legacy-remote-dom")
+
+
+# ---- 7. theme switch → host-context-changed ---------------------------------------------------------
+
+
+def test_theme_switch_reaches_the_view(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "theme")
+    call_tool(page, "board.list_items")
+    row = view_row(page, "list_items")
+    wait_ready(page, row)
+    app = app_frame(row)
+    expect(app.locator("html")).to_have_attribute("data-theme", "light", timeout=15_000)
+    light_bg = app.locator("body").evaluate("el => getComputedStyle(el).backgroundColor")
+    row.scroll_into_view_if_needed()
+    shot(page, screenshots, "theme-light")
+
+    page.evaluate("() => window.AtriumTheme.set('dark')")
+    expect(app.locator("html")).to_have_attribute("data-theme", "dark")
+    # The host's own tokens went along (styles.variables).
+    host_surface = page.evaluate(
+        "() => getComputedStyle(document.documentElement).getPropertyValue('--surface').trim()"
+    )
+    app_bg = app.locator("html").evaluate(
+        "el => el.style.getPropertyValue('--color-background-primary')"
+    )
+    assert app_bg.strip() == host_surface, (app_bg, host_surface)
+    dark_bg = app.locator("body").evaluate("el => getComputedStyle(el).backgroundColor")
+    assert dark_bg != light_bg
+    shot(page, screenshots, "theme-dark")
+    page.evaluate("() => window.AtriumTheme.set('light')")
+    expect(app.locator("html")).to_have_attribute("data-theme", "light")
+
+
+# ---- 8. reload restores views and Apps SDK widget state ----------------------------------------------
+
+
+def test_reload_restores_views_and_widget_state(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "reload")
+    call_tool(page, "board.list_items")
+    board_row = view_row(page, "list_items")
+    wait_ready(page, board_row)
+    call_tool(page, "skybridge.show_counter", {"label": "Coffees", "start": 3})
+    row = view_row(page, "show_counter")
+    call_id = wait_ready(page, row)
+    widget = app_frame(row)
+    expect(widget.locator("#label")).to_have_text("Coffees", timeout=15_000)
+    expect(widget.locator("#count")).to_have_text("3")
+    expect(widget.locator("#theme")).to_have_text("light")
+
+    # Another member watches the same widget live.
+    other = open_as("marco")
+    goto_thread(other, world, "reload")
+    other_widget = app_frame(view_row(other, "show_counter"))
+    view_row(other, "show_counter").scroll_into_view_if_needed()
+    expect(other_widget.locator("#count")).to_have_text("3", timeout=20_000)
+
+    widget.locator("#inc").click()
+    widget.locator("#inc").click()
+    expect(widget.locator("#count")).to_have_text("5")
+    expect(other_widget.locator("#count")).to_have_text("5", timeout=15_000)
+    stored = world.shell_json(
+        "import json\nfrom chat.models import ToolCall\n"
+        f"print(json.dumps(ToolCall.objects.get(pk={call_id}).widget_state))"
+    )
+    assert stored == {"count": 5}
+
+    page.reload()
+    page.wait_for_selector("#conn-indicator[data-state=live]")
+    row = view_row(page, "show_counter")
+    row.scroll_into_view_if_needed()
+    wait_ready(page, row)
+    expect(app_frame(row).locator("#count")).to_have_text("5", timeout=15_000)
+    board_row = view_row(page, "list_items")
+    board_row.scroll_into_view_if_needed()
+    wait_ready(page, board_row)
+    expect(app_frame(board_row).locator('.card[data-id="ATR-101"]')).to_be_visible()
+    row.evaluate("el => el.scrollIntoView({block: 'center'})")
+    shot(page, screenshots, "reload-restored")
+
+
+# ---- a long thread: views mount lazily -------------------------------------------------------------
+
+
+def test_many_views_mount_lazily(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "many")
+    total = 30
+    page.evaluate(
+        """n => Promise.all(Array.from({length: n}, () =>
+            window.AtriumClient.send({type: 'message.post', text: '/call board.list_items {}'})))""",
+        total,
+    )
+    expect(page.locator(".view-row")).to_have_count(total, timeout=25_000)
+    expect(page.locator('.toolcall .status-pill[data-status="success"]')).to_have_count(
+        total, timeout=25_000
+    )
+    page.reload()
+    page.wait_for_selector("#conn-indicator[data-state=live]")
+    page.wait_for_timeout(1500)
+    views = page.evaluate("() => window.AtriumViews.list()")
+    opened = [v for v in views if v["phase"] != "idle"]
+    assert len(views) == total, len(views)
+    assert 1 <= len(opened) <= 8, f"{len(opened)} of {total} views opened at once"
+    # The page stays responsive while they load.
+    started = time.monotonic()
+    page.evaluate("() => 1")
+    assert time.monotonic() - started < 1.0
+    # Scrolling up opens the ones coming into view.
+    first = page.locator(".view-row").first
+    first.scroll_into_view_if_needed()
+    first_id = int(first.get_attribute("data-tool-call-id"))
+    page.wait_for_function(
+        "id => window.AtriumViews.list().find(v => v.toolCallId === id).phase !== 'idle'",
+        arg=first_id,
+    )
+    shot(page, screenshots, "many-lazy")
+
+
+# ---- Apps SDK surface (window.openai) ---------------------------------------------------------------
+
+
+def test_apps_sdk_widget_surface(open_as, world, screenshots):
+    page = open_as("olivia")
+    goto_thread(page, world, "sdk")
+    call_tool(page, "skybridge.show_counter", {"label": "Teas", "start": 1})
+    row = view_row(page, "show_counter")
+    call_id = wait_ready(page, row)
+    widget = app_frame(row)
+    expect(widget.locator("#label")).to_have_text("Teas", timeout=15_000)
+    expect(widget.locator("#view")).to_have_text("inline")
+
+    # callTool → tools/call, audited as an Apps SDK action.
+    widget.locator("#echo-btn").click()
+    expect(widget.locator("#echo")).to_have_text("hi from the widget", timeout=15_000)
+
+    # requestDisplayMode → {mode}, and the globals follow.
+    widget.locator("#fullscreen").click()
+    expect(widget.locator("#last")).to_have_text('mode: {"mode":"fullscreen"}')
+    expect(widget.locator("#mode")).to_have_text("fullscreen")
+    assert view_state(page, call_id)["mode"] == "fullscreen"
+    page.locator(".view-stage[data-mode=fullscreen] .view-exit").click()  # the host's exit control
+    expect(widget.locator("#mode")).to_have_text("inline")
+
+    # requestModal opens the same widget in a host dialog, with view.mode "modal";
+    # requestClose inside it closes the dialog.
+    widget.locator("#modal").click()
+    dialog = page.locator("dialog.view-modal[open]")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator(".view-modal-head")).to_contain_text("Counter details")
+    modal_widget = dialog.frame_locator("iframe.view-frame").frame_locator("iframe")
+    expect(modal_widget.locator("#view")).to_have_text('modal {"from":"widget"}', timeout=15_000)
+    shot(page, screenshots, "apps-sdk-modal")
+    modal_widget.locator("#close").click()
+    expect(page.locator("dialog.view-modal")).to_have_count(0, timeout=10_000)
+
+    # sendFollowUpMessage → ui/message in the thread; openExternal → ui/open-link.
+    widget.locator("#follow").click()
+    posted = page.locator(".msg-entry", has_text="How many coffees is too many?").last
+    expect(posted.locator(".via-tag")).to_contain_text("Counter")
+    with page.context.expect_page(timeout=10_000) as opened:
+        widget.locator("#external").click()
+    opened.value.close()
+    row.evaluate("el => el.scrollIntoView({block: 'center'})")
+    shot(page, screenshots, "apps-sdk")
+
+    # requestClose in the inline widget: the host tears the view down and offers to reopen.
+    widget.locator("#close").click()
+    closed = row.locator(".view-closed")
+    expect(closed).to_be_visible()
+    closed.get_by_role("button", name="Reopen").click()
+    wait_ready(page, row)
+    expect(app_frame(row).locator("#label")).to_have_text("Teas")
+
+    actions = {(r["action"], r["decision"]) for r in audit(world, actor_kind="app_view")}
+    for expected in ("apps_sdk_call_tool", "apps_sdk_follow_up", "apps_sdk_open_external"):
+        assert (expected, "allowed") in actions, (expected, actions)

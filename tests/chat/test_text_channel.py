@@ -1,0 +1,177 @@
+"""The text channel (`manage.py chat`) as a real subprocess on a file database, against the
+real `board` example and (for model turns) the fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.chat.fake_llm import FakeLLM, openai_text
+from tests.live import PYTHON, ROOT, LiveAtrium
+
+pytestmark = [pytest.mark.slow]
+
+SETUP = """
+import json, sys
+from django.contrib.auth import get_user_model
+from chat import services
+from bindings import services as binding_services
+from mcp_bridge import services as bridge_services
+U = get_user_model()
+owner = U.objects.create_user("olivia", password="pw-olivia-123456")
+member = U.objects.create_user("marco", password="pw-marco-1234567")
+viewer = U.objects.create_user("vera", password="pw-vera-12345678")
+ws = services.create_workspace(name="Acme", owner=owner)
+ws.provider = "openai"; ws.model = "fake-model"; ws.provider_base_url = {base_url!r}
+ws.save()
+services.set_membership(workspace=ws, user=member, role="member")
+services.set_membership(workspace=ws, user=viewer, role="viewer")
+server = bridge_services.add_server(
+    name="Board", slug="board", transport="stdio", command=sys.executable,
+    args=[{board!r}], env={{"BOARD_STATE_FILE": {state!r}}},
+)
+binding = binding_services.create_binding(server=server, workspace=ws)
+binding_services.set_tool_policy(binding=binding, tool_name="add_item", approval="auto")
+threads = {{}}
+for name in ("session", "viewer", "live"):
+    t = services.create_thread(workspace=ws, title=f"{{name}} thread", actor=owner)
+    services.post_user_message(thread=t, author=owner, text=f"Hello from the web ({{name}})")
+    threads[name] = t.pk
+print(json.dumps(threads))
+"""
+
+
+@pytest.fixture(scope="module")
+def llm():
+    with FakeLLM("openai") as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory, llm):
+    var = tmp_path_factory.mktemp("text-channel")
+    atrium = LiveAtrium(var_dir=var / "var").setup()
+    out = atrium.shell(
+        SETUP.format(
+            base_url=llm.base_url,
+            board=str(ROOT / "examples" / "board" / "server.py"),
+            state=str(var / "board.json"),
+        )
+    )
+    atrium.threads = json.loads(out.strip().splitlines()[-1])
+    yield atrium
+    atrium.stop()
+
+
+def _chat(live: LiveAtrium, thread_id: int, user: str, lines: list[str]) -> str:
+    return live.manage(
+        "chat", "acme", str(thread_id), "--user", user, input="".join(f"{line}\n" for line in lines)
+    )
+
+
+def test_session_prints_history_runs_tools_and_posts(live, llm):
+    llm.push(openai_text("Hello ", "from the model."))
+    thread = live.threads["session"]
+    out = _chat(
+        live,
+        thread,
+        "olivia",
+        [
+            "/tools",
+            "/call board.list_items {}",
+            '/call board.add_item {"title": "Ship the text channel"}',
+            "/call board.move_item {nope",
+            '/call board.delete_item {"id": "ATR-102"}',
+            "/approve 1",
+            "A plain message from the terminal",
+        ],
+    )
+    assert "olivia: Hello from the web (session)" in out  # history
+    assert "board.list_items" in out and "board.delete_item [destructive]" in out
+    assert "board.move_item" not in out.split("/call board.move_item")[0]  # app-only: not listed
+    # Tool results as their text fallback, printed when done.
+    assert "[tool board.list_items · success · by user (olivia)]" in out
+    assert "Team board: 7 items" in out and "[ATR-101] Draft the Q3 onboarding checklist" in out
+    assert "Added ATR-108" in out
+    assert "not valid JSON" in out
+    # A destructive call waits for an approval, which a member can give from here too.
+    assert "needs approval #1 (destructive)" in out
+    assert "[tool board.delete_item · success" in out and "Deleted ATR-102" in out
+    # The plain message ran a model turn whose answer is printed before the session ends.
+    assert "Assistant: Hello from the model." in out
+    request = llm.requests[-1].body
+    assert request["messages"][-1] == {
+        "role": "user",
+        "content": "A plain message from the terminal",
+    }
+    stored = live.shell(
+        "from chat.models import Message; "
+        f"print([m.text for m in Message.objects.filter(thread_id={thread}, author__username='olivia')])"
+    )
+    assert "A plain message from the terminal" in stored
+
+
+def test_viewer_reads_but_cannot_post(live):
+    thread = live.threads["viewer"]
+    out = _chat(live, thread, "vera", ["hi there", "/call board.list_items"])
+    assert "olivia: Hello from the web (viewer)" in out
+    assert "Viewers can read this thread but not post in it." in out
+    assert "Viewers can read this thread but not run tools." in out
+    stored = live.shell(
+        f"from chat.models import Message; print(Message.objects.filter(thread_id={thread}).count())"
+    )
+    assert stored.strip().splitlines()[-1] == "1"
+
+
+def test_live_updates_from_others_are_printed(live):
+    thread = live.threads["live"]
+    process = subprocess.Popen(
+        [PYTHON, "manage.py", "chat", "acme", str(thread), "--user", "olivia"],
+        cwd=ROOT,
+        env=live.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(
+        target=lambda: [lines.put(line) for line in process.stdout], daemon=True
+    ).start()
+
+    def wait_for(needle: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        seen = []
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            seen.append(line)
+            if needle in line:
+                return
+        raise AssertionError(f"{needle!r} not printed; got {seen!r}")
+
+    try:
+        wait_for("/quit to leave")
+        live.shell(
+            "from django.contrib.auth import get_user_model; from chat import services; "
+            "from chat.models import Thread; "
+            f"services.post_user_message(thread=Thread.objects.get(pk={thread}), "
+            "author=get_user_model().objects.get(username='marco'), text='Hi from the web')"
+        )
+        wait_for("marco: Hi from the web", timeout=15)
+        process.stdin.write("/quit\n")
+        process.stdin.flush()
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        print(process.stderr.read(), file=sys.stderr)

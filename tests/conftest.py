@@ -1,0 +1,164 @@
+"""Shared fixtures: personas (owner, member, viewer, outsider) and small factories."""
+
+from __future__ import annotations
+
+import multiprocessing
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+# Live-server tests fork otherwise, and a forked child hangs after earlier async tests.
+multiprocessing.set_start_method("spawn", force=True)
+
+
+@dataclass
+class Personas:
+    owner: Any
+    member: Any
+    viewer: Any
+    outsider: Any
+    workspace: Any
+    thread: Any
+    other_workspace: Any
+    other_thread: Any
+
+    def all(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "member": self.member,
+            "viewer": self.viewer,
+            "outsider": self.outsider,
+        }
+
+
+def make_user(username: str, *, staff: bool = False, password: str = "pw-" + "x" * 12):
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(username=username, password=password)
+    if staff:
+        user.is_staff = user.is_superuser = True
+        user.save()
+    return user
+
+
+@pytest.fixture
+def personas(db) -> Personas:
+    from chat import services
+
+    owner = make_user("olivia")
+    member = make_user("marco")
+    viewer = make_user("vera")
+    outsider = make_user("oscar")
+    workspace = services.create_workspace(name="Acme", owner=owner)
+    services.set_membership(workspace=workspace, user=member, role="member")
+    services.set_membership(workspace=workspace, user=viewer, role="viewer")
+    thread = services.create_thread(workspace=workspace, title="Launch plan", actor=owner)
+    other_workspace = services.create_workspace(name="Globex", owner=outsider)
+    other_thread = services.create_thread(
+        workspace=other_workspace, title="Secret plans", actor=outsider
+    )
+    return Personas(
+        owner=owner,
+        member=member,
+        viewer=viewer,
+        outsider=outsider,
+        workspace=workspace,
+        thread=thread,
+        other_workspace=other_workspace,
+        other_thread=other_thread,
+    )
+
+
+APP_ORIGIN = "http://localhost:8000"
+
+
+@pytest.fixture
+def ws_connect():
+    """Open a websocket to a thread as a user through the real ASGI application."""
+    from channels.testing import WebsocketCommunicator
+
+    from config.asgi import application
+
+    opened: list[WebsocketCommunicator] = []
+
+    async def connect(
+        user: Any,
+        thread_id: int,
+        *,
+        caps: str = "interactiveToolUi",
+        after: int | None = None,
+        origin: str = APP_ORIGIN,
+        host: str = "localhost:8000",
+    ):
+        from channels.db import database_sync_to_async
+        from django.test import Client
+
+        headers = [(b"origin", origin.encode()), (b"host", host.encode())]
+        if user is not None:
+            client = Client()
+            await database_sync_to_async(client.force_login)(user)
+            cookie = f"sessionid={client.cookies['sessionid'].value}"
+            headers.append((b"cookie", cookie.encode()))
+        path = f"/ws/threads/{thread_id}/?caps={caps}"
+        if after is not None:
+            path += f"&after={after}"
+        communicator = WebsocketCommunicator(application, path, headers=headers)
+        opened.append(communicator)
+        connected, code = await communicator.connect(timeout=5)
+        return communicator, connected, code
+
+    yield connect
+
+
+ROOT_DIR = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def board_server(personas, tmp_path):
+    """The real `board` example over stdio, bound to the personas' workspace."""
+    import sys
+
+    from bindings import services as binding_services
+    from mcp_bridge import services as bridge_services
+
+    server = bridge_services.add_server(
+        name="Board",
+        slug="board",
+        transport="stdio",
+        command=sys.executable,
+        args=[str(ROOT_DIR / "examples" / "board" / "server.py")],
+        env={"BOARD_STATE_FILE": str(tmp_path / "board.json")},
+    )
+    binding = binding_services.create_binding(server=server, workspace=personas.workspace)
+    # What an admin of a board does: a standing approval for the view's harmless writes
+    # (audited as a policy change); deleting still asks.
+    for tool in ("move_item", "add_item"):
+        binding_services.set_tool_policy(binding=binding, tool_name=tool, approval="auto")
+    return server, binding
+
+
+async def next_frame(communicator, predicate, limit: int = 50, timeout: float = 15):
+    """The next frame matching predicate (frames in between are dropped)."""
+    for _ in range(limit):
+        frame = await communicator.receive_json_from(timeout=timeout)
+        if predicate(frame):
+            return frame
+    raise AssertionError("no matching frame")
+
+
+def toolcall_event(status: str | None = None, tool: str | None = None):
+    def match(frame) -> bool:
+        if frame.get("type") != "event" or frame.get("kind") != "toolcall":
+            return False
+        data = frame["data"]
+        return (status is None or data["status"] == status) and (
+            tool is None or data["tool"] == tool
+        )
+
+    return match
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Real-Chromium tests run last: they are the slowest and drive their own event loop."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

@@ -1,0 +1,214 @@
+"""A real Atrium server for end-to-end tests: daphne (+ optionally a Celery worker).
+
+Each LiveAtrium gets its own var/ folder. Under the production profile (DATABASE_URL set)
+it gets its own fresh PostgreSQL database and Redis database numbers, so tests never share
+state with the machine's other users.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=2.0)
+            return
+        except httpx.HTTPError as exc:
+            last = exc
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout}s: {last}")
+
+
+def _production_env(name: str) -> dict[str, str]:
+    """A fresh PostgreSQL database for this server, when the suite runs in production mode."""
+    base = os.environ.get("DATABASE_URL", "")
+    if not base:
+        return {}
+    parts = urlsplit(base)
+    db_name = f"atrium_live_{name}"
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{db_name}"')
+    env = {"DATABASE_URL": urlunsplit(parts._replace(path=f"/{db_name}"))}
+    # Separate, emptied Redis databases keep each live server apart from the suite's own
+    # layer and from earlier live servers (whose queued Celery messages would leak in).
+    redis = os.environ.get("REDIS_URL", "")
+    if redis:
+        import redis as redis_client
+
+        global _redis_pair
+        _redis_pair = (_redis_pair + 1) % 5
+        layer_db, broker_db = 5 + 2 * _redis_pair, 6 + 2 * _redis_pair
+        r = urlsplit(redis)
+        for db in (layer_db, broker_db):
+            url = urlunsplit(r._replace(path=f"/{db}"))
+            redis_client.Redis.from_url(url).flushdb()
+        env["REDIS_URL"] = urlunsplit(r._replace(path=f"/{layer_db}"))
+        env["CELERY_BROKER_URL"] = urlunsplit(r._replace(path=f"/{broker_db}"))
+    return env
+
+
+_redis_pair = 0
+
+
+@dataclass
+class LiveAtrium:
+    var_dir: Path
+    port: int = field(default_factory=free_port)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    processes: list[subprocess.Popen] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def app_origin(self) -> str:
+        return f"http://localhost:{self.port}"
+
+    @property
+    def sandbox_origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def setup(self) -> LiveAtrium:
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+        env.pop("DJANGO_SETTINGS_MODULE", None)
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "config.settings",
+                "ATRIUM_VAR_DIR": str(self.var_dir),
+                "ATRIUM_APP_ORIGIN": self.app_origin,
+                "ATRIUM_SANDBOX_ORIGIN": self.sandbox_origin,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.update(_production_env(f"{os.getpid()}_{self.port}"))
+        env.update(self.extra_env)
+        self.env = env
+        self.manage("migrate", "-v0")
+        return self
+
+    def manage(self, *args: str, input: str | None = None) -> str:
+        result = subprocess.run(
+            [PYTHON, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr}")
+        return result.stdout
+
+    def shell(self, code: str) -> str:
+        """Run Python with Django set up inside the server's environment; returns stdout."""
+        return self.manage("shell", "-c", code)
+
+    def start(self, *, worker: bool = False) -> LiveAtrium:
+        log = open(self.var_dir / "daphne.log", "ab")  # noqa: SIM115 (held by the child)
+        self.processes.append(
+            subprocess.Popen(
+                [
+                    PYTHON,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "config.asgi:application",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        if worker:
+            self.start_worker()
+        wait_for_http(f"{self.app_origin}/login/")
+        return self
+
+    def start_worker(self) -> subprocess.Popen:
+        log = open(self.var_dir / "celery.log", "ab")  # noqa: SIM115 (held by the child)
+        proc = subprocess.Popen(
+            [
+                PYTHON,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.processes.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.processes:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.processes.clear()
+
+    def create_user(self, username: str, password: str | None = None, staff: bool = False) -> str:
+        password = password or secrets.token_urlsafe(12)
+        self.shell(
+            "from django.contrib.auth import get_user_model; U=get_user_model(); "
+            f"u=U.objects.create_user({username!r}, password={password!r}); "
+            f"u.is_staff=u.is_superuser={staff!r}; u.save()"
+        )
+        return password
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+__all__ = ["LiveAtrium", "free_port", "wait_for_http", "CHROMIUM", "CHROMIUM_ARGS", "ROOT"]
