@@ -46,15 +46,6 @@ from .events import AuditEventType, Decision, EventCategory
 from .models import AppBinding, ApprovalRequest, ApprovalStatus, AuditEvent, ToolPolicy
 
 VISIBILITY_CHOICES = [("model", "model (offered to the model, /call)"), ("app", "app (its views)")]
-AUDITED_BINDING_FIELDS = (
-    "enabled",
-    "enabled_tools",
-    "allowed_domains",
-    "granted_permissions",
-    "allowed_link_schemes",
-    "deep_link_protocol",
-    "ui_message_rate_limit",
-)
 _SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.\-]*$")
 # How long the admin waits for an approved call to finish when it runs outside a server
 # event loop (tests, a WSGI deployment): the loop ends with the request.
@@ -63,33 +54,6 @@ APPROVAL_RUN_TIMEOUT = 120.0
 
 def _actor_id(request: HttpRequest) -> int | None:
     return getattr(request.user, "pk", None)
-
-
-def _snapshot(binding: AppBinding) -> dict[str, Any]:
-    return {name: getattr(binding, name) for name in AUDITED_BINDING_FIELDS}
-
-
-def _diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
-    return {k: [before[k], after[k]] for k in before if before[k] != after.get(k)}
-
-
-def record_binding_change(
-    *, request: HttpRequest, binding: AppBinding, changes: dict[str, list[Any]], via: str
-) -> None:
-    record(
-        event_type=AuditEventType.BINDING_CHANGED,
-        decision=Decision.ALLOWED,
-        actor_kind="user",
-        actor_user_id=_actor_id(request),
-        actor_label="admin",
-        workspace_id=binding.workspace_id,
-        thread_id=binding.thread_id,
-        binding_id=binding.pk,
-        server_id=binding.server_id,
-        action="admin",
-        reason=via,
-        extra={"changes": changes, "via": "admin"},
-    )
 
 
 # ----------------------------------------------------------------------------- bindings
@@ -447,12 +411,12 @@ class AppBindingAdmin(admin.ModelAdmin):
     # -- audited writes ---------------------------------------------------------------
 
     def save_model(self, request: HttpRequest, obj: AppBinding, form, change: bool) -> None:
+        wanted = services.binding_settings(obj)
         if change:
-            before = _snapshot(AppBinding.objects.get(pk=obj.pk))
-            obj.save()
-            changes = _diff(before, _snapshot(obj))
-            if changes:
-                record_binding_change(request=request, binding=obj, changes=changes, via="edited")
+            stored = services.update_binding(
+                binding_id=obj.pk, changes=wanted, actor=request.user, actor_label="admin"
+            )
+            obj.updated_at = stored.updated_at
             return
         created = services.create_binding(
             server=obj.server,
@@ -467,7 +431,16 @@ class AppBindingAdmin(admin.ModelAdmin):
             ui_message_rate_limit=obj.ui_message_rate_limit,
             enabled=obj.enabled,
         )
-        wanted = _snapshot(obj)
+        # What create_binding cannot express (a disabled binding, no link schemes at all).
+        adjust = {k: v for k, v in wanted.items() if services.binding_settings(created)[k] != v}
+        if adjust:
+            created = services.update_binding(
+                binding_id=created.pk,
+                changes=adjust,
+                actor=request.user,
+                actor_label="admin",
+                via="created_with_settings",
+            )
         # The admin's formsets hold `obj`: it becomes the created row.
         obj.pk = created.pk
         obj.created_by = created.created_by
@@ -475,44 +448,14 @@ class AppBindingAdmin(admin.ModelAdmin):
         obj.updated_at = created.updated_at
         obj._state.adding = False
         obj._state.db = created._state.db
-        # What create_binding cannot express (a disabled binding, no link schemes at all).
-        adjust = _diff(_snapshot(created), wanted)
-        if adjust:
-            obj.save()
-            record_binding_change(
-                request=request, binding=obj, changes=adjust, via="created_with_settings"
-            )
 
     def delete_model(self, request: HttpRequest, obj: AppBinding) -> None:
-        with transaction.atomic():
-            record(
-                event_type=AuditEventType.BINDING_REMOVED,
-                decision=Decision.ALLOWED,
-                actor_kind="user",
-                actor_user_id=_actor_id(request),
-                actor_label="admin",
-                workspace_id=obj.workspace_id,
-                thread_id=obj.thread_id,
-                binding_id=obj.pk,
-                server_id=obj.server_id,
-                action="admin",
-                reason="deleted",
-                extra={
-                    "via": "admin",
-                    "scope": obj.scope,
-                    "settings": _snapshot(obj),
-                    "policies": list(obj.policies.values_list("tool_name", flat=True)),
-                    "pending_approvals": obj.approvals.filter(
-                        status=ApprovalStatus.PENDING
-                    ).count(),
-                },
-            )
-            obj.delete()
+        services.remove_binding(binding_id=obj.pk, actor=request.user, actor_label="admin")
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AppBinding]) -> None:
         with transaction.atomic():
-            for binding in queryset:
-                self.delete_model(request, binding)
+            for pk in list(queryset.values_list("pk", flat=True)):
+                services.remove_binding(binding_id=pk, actor=request.user, actor_label="admin")
 
     def save_formset(self, request: HttpRequest, form, formset, change: bool) -> None:
         if formset.model is not ToolPolicy:
@@ -575,21 +518,12 @@ class AppBindingAdmin(admin.ModelAdmin):
         )
 
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet[AppBinding], on: bool) -> int:
-        changed = 0
-        with transaction.atomic():
-            for binding in queryset.select_for_update():
-                if binding.enabled == on:
-                    continue
-                binding.enabled = on
-                binding.save(update_fields=["enabled", "updated_at"])
-                record_binding_change(
-                    request=request,
-                    binding=binding,
-                    changes={"enabled": [not on, on]},
-                    via="enabled" if on else "disabled",
-                )
-                changed += 1
-        return changed
+        return services.set_bindings_enabled(
+            binding_ids=list(queryset.values_list("pk", flat=True)),
+            enabled=on,
+            actor=request.user,
+            actor_label="admin",
+        )
 
     @admin.action(description="Enable selected bindings", permissions=["change"])
     def enable_bindings(self, request: HttpRequest, queryset: QuerySet[AppBinding]) -> None:

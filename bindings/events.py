@@ -100,6 +100,7 @@ class AuditEventType(IntEnum):
     APPROVAL_APPROVED = 501
     APPROVAL_REJECTED = 502
     APPROVAL_EXPIRED = 503
+    APPROVAL_CANCELLED = 504
 
     # 6xx — bindings and policies (administration)
     BINDING_CREATED = 600
@@ -161,6 +162,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.APPROVAL_APPROVED: "Approval granted",
     AuditEventType.APPROVAL_REJECTED: "Approval rejected",
     AuditEventType.APPROVAL_EXPIRED: "Approval expired",
+    AuditEventType.APPROVAL_CANCELLED: "Approval cancelled",
     AuditEventType.BINDING_CREATED: "App binding created",
     AuditEventType.BINDING_CHANGED: "App binding changed",
     AuditEventType.BINDING_REMOVED: "App binding removed",

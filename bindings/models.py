@@ -114,6 +114,7 @@ class ApprovalStatus(models.TextChoices):
     APPROVED = "approved", "approved"
     REJECTED = "rejected", "rejected"
     EXPIRED = "expired", "expired"
+    CANCELLED = "cancelled", "cancelled"
 
 
 class ApprovalRequest(models.Model):

@@ -17,8 +17,9 @@ from django.utils import timezone
 
 from . import policy
 from .audit import digest_arguments, record
-from .events import AuditEventType, Decision
+from .events import AuditEventType, Decision, event_type_for_action
 from .models import AppBinding, ApprovalRequest, ApprovalStatus, ToolPolicy
+from .signals import approvals_cancelled
 
 
 class BindingError(Exception):
@@ -75,6 +76,155 @@ def create_binding(
             extra={"scope": binding.scope, "enabled_tools": enabled_tools},
         )
     return binding
+
+
+# The binding settings an admin can change; every change is audited field by field.
+AUDITED_BINDING_FIELDS = (
+    "enabled",
+    "enabled_tools",
+    "allowed_domains",
+    "granted_permissions",
+    "allowed_link_schemes",
+    "deep_link_protocol",
+    "ui_message_rate_limit",
+)
+
+
+def binding_settings(binding: AppBinding) -> dict[str, Any]:
+    return {name: getattr(binding, name) for name in AUDITED_BINDING_FIELDS}
+
+
+def _actor_fields(actor: Any, actor_label: str) -> dict[str, Any]:
+    return {
+        "actor_kind": "user" if actor is not None else "system",
+        "actor_user_id": getattr(actor, "pk", None),
+        "actor_label": actor_label,
+    }
+
+
+def update_binding(
+    *,
+    binding_id: int,
+    changes: dict[str, Any],
+    actor: Any = None,
+    actor_label: str = "",
+    via: str = "edited",
+) -> AppBinding:
+    """Change a binding's settings (never its server or scope) and audit the difference.
+
+    The row is locked while it changes, so two admins editing at once each see and record
+    what they actually changed. An empty difference writes nothing.
+    """
+    unknown = set(changes) - set(AUDITED_BINDING_FIELDS)
+    if unknown:
+        raise BindingError("invalid_change", f"Cannot change {', '.join(sorted(unknown))}.")
+    with transaction.atomic():
+        # No joins: PostgreSQL refuses FOR UPDATE on the nullable side of an outer join.
+        binding = AppBinding.objects.select_for_update().filter(pk=binding_id).first()
+        if binding is None:
+            raise BindingError("not_found", "That binding no longer exists.")
+        before = binding_settings(binding)
+        for name, value in changes.items():
+            setattr(binding, name, value)
+        after = binding_settings(binding)
+        diff = {k: [before[k], after[k]] for k in before if before[k] != after[k]}
+        if diff:
+            binding.save(update_fields=[*diff, "updated_at"])
+            record(
+                event_type=AuditEventType.BINDING_CHANGED,
+                decision=Decision.ALLOWED,
+                **_actor_fields(actor, actor_label),
+                workspace_id=binding.workspace_id,
+                thread_id=binding.thread_id,
+                binding_id=binding.pk,
+                server_id=binding.server_id,
+                action="admin" if actor_label == "admin" else "binding",
+                reason=via,
+                extra={"changes": diff, "via": actor_label or "service"},
+            )
+    return binding
+
+
+def set_bindings_enabled(
+    *, binding_ids: list[int], enabled: bool, actor: Any = None, actor_label: str = ""
+) -> int:
+    """Enable or disable several bindings; returns how many actually changed."""
+    changed = 0
+    with transaction.atomic():
+        for pk in sorted(set(binding_ids)):
+            binding = AppBinding.objects.select_for_update().filter(pk=pk).first()
+            if binding is None or binding.enabled == enabled:
+                continue
+            update_binding(
+                binding_id=pk,
+                changes={"enabled": enabled},
+                actor=actor,
+                actor_label=actor_label,
+                via="enabled" if enabled else "disabled",
+            )
+            changed += 1
+    return changed
+
+
+def remove_binding(*, binding_id: int, actor: Any = None, actor_label: str = "") -> bool:
+    """Delete a binding. Its pending approvals are cancelled first (audited, and the calls
+    waiting on them end as rejected), so nobody is left approving a call that can no
+    longer run. The audit row keeps the removed settings and policies."""
+    with transaction.atomic():
+        binding = AppBinding.objects.select_for_update().filter(pk=binding_id).first()
+        if binding is None:
+            return False
+        pending = list(
+            ApprovalRequest.objects.select_for_update()
+            .filter(binding_id=binding.pk, status=ApprovalStatus.PENDING)
+            .order_by("pk")
+        )
+        message = "The app's binding was removed; this call did not run."
+        now = timezone.now()
+        for approval in pending:
+            approval.status = ApprovalStatus.CANCELLED
+            approval.decided_at = now
+            approval.reason = "binding_removed"
+            approval.save(update_fields=["status", "decided_at", "reason"])
+            record(
+                event_type=AuditEventType.APPROVAL_CANCELLED,
+                decision=Decision.REJECTED,
+                **_actor_fields(actor, actor_label),
+                workspace_id=binding.workspace_id,
+                thread_id=approval.thread_id,
+                binding_id=binding.pk,
+                server_id=approval.server_id,
+                tool_name=approval.tool_name,
+                action="approval",
+                reason="binding_removed",
+                arguments=approval.arguments,
+                extra={"approval_id": approval.pk},
+            )
+        call_ids = [a.tool_call_id for a in pending if a.tool_call_id is not None]
+        if call_ids:
+            approvals_cancelled.send(
+                sender=AppBinding, tool_call_ids=call_ids, code="binding_removed", message=message
+            )
+        record(
+            event_type=AuditEventType.BINDING_REMOVED,
+            decision=Decision.ALLOWED,
+            **_actor_fields(actor, actor_label),
+            workspace_id=binding.workspace_id,
+            thread_id=binding.thread_id,
+            binding_id=binding.pk,
+            server_id=binding.server_id,
+            action="admin" if actor_label == "admin" else "binding",
+            reason="deleted",
+            extra={
+                "via": actor_label or "service",
+                "scope": binding.scope,
+                "settings": binding_settings(binding),
+                "policies": list(binding.policies.values_list("tool_name", flat=True)),
+                "cancelled_approvals": [a.pk for a in pending],
+            },
+        )
+        binding.delete()
+    return True
 
 
 def set_tool_policy(
@@ -289,6 +439,36 @@ def authorize(
         )
         audit_id = event.pk
     return Authorization(decision=decision, binding=binding, audit_id=audit_id)
+
+
+def record_refused_request(
+    *,
+    action_kind: policy.ActionKind | str,
+    actor_kind: str,
+    user: Any,
+    thread: Any,
+    server_id: int,
+    binding_id: int | None,
+    reason: str,
+    extra: dict[str, Any] | None = None,
+) -> int:
+    """Audit a request refused before policy was asked: its input was malformed or too
+    large. Like every refusal, it leaves a `denied` row; returns its id."""
+    event = record(
+        event_type=event_type_for_action(action_kind),
+        decision=Decision.DENIED,
+        actor_kind=actor_kind,
+        actor_user_id=getattr(user, "pk", None),
+        actor_label=ACTOR_LABELS.get(actor_kind, actor_kind),
+        workspace_id=thread.workspace_id,
+        thread_id=thread.pk,
+        binding_id=binding_id,
+        server_id=server_id,
+        action=str(action_kind),
+        reason=reason,
+        extra=extra,
+    )
+    return event.pk
 
 
 # ---------------------------------------------------------------------------- approvals

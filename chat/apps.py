@@ -7,3 +7,7 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         from config import checks  # noqa: F401  (registers the deploy checks)
+
+        from . import receivers
+
+        receivers.connect()

@@ -105,10 +105,8 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
             server_id=call.server_id,
             extra={"view": call.pk, "uri": resource.uri, "opened": True},
         )
-        if not auth.allowed:
-            raise ActionError(str(auth.decision.reason_code), auth.decision.message)
-        csp = effective_csp(resource, call.binding)
-        for dropped in csp.dropped:
+        csp = effective_csp(resource, call.binding) if auth.allowed else None
+        for dropped in csp.dropped if csp else ():
             record(
                 event_type=AuditEventType.CSP_DOMAIN_DROPPED,
                 decision=Decision.DENIED,
@@ -121,6 +119,9 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
                 reason=str(dropped.get("code") or "dropped")[:200],
                 extra={**dropped, "uri": resource.uri},
             )
+    # Raised after the block: a denial's audit row must commit, not roll back with it.
+    if not auth.allowed:
+        raise ActionError(str(auth.decision.reason_code), auth.decision.message)
     allow, granted = view_permissions(resource, call.binding)
     token = sign_view_token(call=call, user_id=ctx.user.pk)
     tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
@@ -219,6 +220,28 @@ def _deny(auth: authority.Authorization) -> ViewRequestError:
     return ViewRequestError(str(auth.decision.reason_code), auth.decision.message)
 
 
+def _refuse(
+    ctx,
+    view: ToolCall,
+    kind: ActionKind,
+    code: str,
+    message: str,
+    jsonrpc_code: int = JSONRPC_INVALID_PARAMS,
+) -> ViewRequestError:
+    """A malformed or oversized request: audited as denied, answered with the reason."""
+    authority.record_refused_request(
+        action_kind=kind,
+        actor_kind="app_view",
+        user=ctx.user,
+        thread=ctx.thread,
+        server_id=view.server_id,
+        binding_id=view.binding_id,
+        reason=code,
+        extra={"view": view.pk, "message": message},
+    )
+    return ViewRequestError(code, message, jsonrpc_code)
+
+
 def _compat(params: dict[str, Any]) -> str | None:
     value = params.get("_compat")
     return value if isinstance(value, str) else None
@@ -232,10 +255,12 @@ async def _tools_call(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, 
     name = params.get("name")
     arguments = params.get("arguments") or {}
     if not isinstance(name, str) or not isinstance(arguments, dict):
-        raise ViewRequestError(
+        raise await database_sync_to_async(_refuse)(
+            ctx,
+            view,
+            _kind("tools/call", params, ActionKind.APP_TOOL_CALL),
             "invalid_params",
             "tools/call needs a tool name and object arguments.",
-            JSONRPC_INVALID_PARAMS,
         )
     call = await toolcalls.start_tool_call(
         toolcalls.CallRequest(
@@ -320,13 +345,17 @@ def _content_text(content: Any) -> str:
 
 def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> Message:
     text = _content_text(params.get("content"))
+    kind = _kind("ui/message", params, ActionKind.UI_MESSAGE)
     if not text:
-        raise ViewRequestError(
-            "invalid_params", "ui/message needs text content.", JSONRPC_INVALID_PARAMS
-        )
+        raise _refuse(ctx, view, kind, "invalid_params", "ui/message needs text content.")
     if len(text) > 8000:
-        raise ViewRequestError(
-            "message_too_long", "ui/message text is limited to 8,000 characters."
+        raise _refuse(
+            ctx,
+            view,
+            kind,
+            "message_too_long",
+            "ui/message text is limited to 8,000 characters.",
+            POLICY_DENIED,
         )
     since = timezone.now() - timedelta(minutes=1)
     with transaction.atomic():
@@ -334,36 +363,45 @@ def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> Message:
         auth = _authorize_view(
             ctx,
             view,
-            _kind("ui/message", params, ActionKind.UI_MESSAGE),
+            kind,
             recent_ui_messages=recent,
             extra={"chars": len(text)},
         )
-        if not auth.allowed:
-            raise _deny(auth)
-        message = Message.objects.create(
-            thread=ctx.thread,
-            role=MessageRole.USER,
-            author=ctx.user,
-            author_label=f"{view.server.name} (via view)",
-            text=text,
-            via_tool_call=view,
-        )
-        emit(thread_id=ctx.thread.pk, kind="message", payload=serialize_message(message))
+        if auth.allowed:
+            message = Message.objects.create(
+                thread=ctx.thread,
+                role=MessageRole.USER,
+                author=ctx.user,
+                author_label=f"{view.server.name} (via view)",
+                text=text,
+                via_tool_call=view,
+            )
+            emit(thread_id=ctx.thread.pk, kind="message", payload=serialize_message(message))
+    if not auth.allowed:
+        raise _deny(auth)
     return message
 
 
 def _update_model_context(ctx, view: ToolCall, params: dict[str, Any]) -> None:
     context = {k: params[k] for k in ("content", "structuredContent") if k in params}
     if len(json.dumps(context, default=str)) > MAX_MODEL_CONTEXT_BYTES:
-        raise ViewRequestError("too_large", "Model context is limited to 64 KB.")
+        raise _refuse(
+            ctx,
+            view,
+            ActionKind.UI_UPDATE_MODEL_CONTEXT,
+            "too_large",
+            "Model context is limited to 64 KB.",
+            POLICY_DENIED,
+        )
     with transaction.atomic():
         auth = _authorize_view(ctx, view, ActionKind.UI_UPDATE_MODEL_CONTEXT)
-        if not auth.allowed:
-            raise _deny(auth)
-        # Last write wins: the next model turn gets exactly this.
-        ToolCall.objects.filter(pk=view.pk).update(
-            model_context=context, model_context_updated_at=timezone.now()
-        )
+        if auth.allowed:
+            # Last write wins: the next model turn gets exactly this.
+            ToolCall.objects.filter(pk=view.pk).update(
+                model_context=context, model_context_updated_at=timezone.now()
+            )
+    if not auth.allowed:
+        raise _deny(auth)
 
 
 def _open_link(ctx, view: ToolCall, params: dict[str, Any]) -> None:
@@ -402,8 +440,12 @@ def _display_mode(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]
 def _download(ctx, view: ToolCall, params: dict[str, Any]) -> None:
     contents = params.get("contents")
     if not isinstance(contents, list) or not contents:
-        raise ViewRequestError(
-            "invalid_params", "ui/download-file needs contents.", JSONRPC_INVALID_PARAMS
+        raise _refuse(
+            ctx,
+            view,
+            ActionKind.UI_DOWNLOAD_FILE,
+            "invalid_params",
+            "ui/download-file needs contents.",
         )
     auth = _authorize_view(ctx, view, ActionKind.UI_DOWNLOAD_FILE, extra={"items": len(contents)})
     if not auth.allowed:
@@ -413,14 +455,22 @@ def _download(ctx, view: ToolCall, params: dict[str, Any]) -> None:
 def _set_widget_state(ctx, view: ToolCall, params: dict[str, Any]) -> None:
     state = params.get("state")
     if len(json.dumps(state, default=str)) > MAX_WIDGET_STATE_BYTES:
-        raise ViewRequestError("too_large", "Widget state is limited to 64 KB.")
+        raise _refuse(
+            ctx,
+            view,
+            ActionKind.WIDGET_STATE,
+            "too_large",
+            "Widget state is limited to 64 KB.",
+            POLICY_DENIED,
+        )
     with transaction.atomic():
         auth = _authorize_view(ctx, view, ActionKind.WIDGET_STATE)
-        if not auth.allowed:
-            raise _deny(auth)
-        ToolCall.objects.filter(pk=view.pk).update(widget_state=state)
-        fresh = tool_calls_queryset().get(pk=view.pk)
-        emit(thread_id=ctx.thread.pk, kind="toolcall", payload=serialize_tool_call(fresh))
+        if auth.allowed:
+            ToolCall.objects.filter(pk=view.pk).update(widget_state=state)
+            fresh = tool_calls_queryset().get(pk=view.pk)
+            emit(thread_id=ctx.thread.pk, kind="toolcall", payload=serialize_tool_call(fresh))
+    if not auth.allowed:
+        raise _deny(auth)
 
 
 async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dict[str, Any]):

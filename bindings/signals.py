@@ -1,0 +1,9 @@
+"""Signals the authority sends so other apps can follow its changes without bindings
+importing them (bindings imports nothing from chat)."""
+
+from django.dispatch import Signal
+
+# Sent inside the transaction that cancels pending approvals (their binding is being
+# removed), with ``tool_call_ids`` (the calls that were waiting), ``code`` and ``message``.
+# Receivers close those calls in the same transaction.
+approvals_cancelled = Signal()
