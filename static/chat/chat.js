@@ -636,7 +636,10 @@
   }
 
   /** Send a client message; resolves with the server's `reply` frame (ok or not). */
-  function send(msg) {
+  /** Send an action; resolves with its reply. `opts.timeoutMs` lets a long wait (a view's
+   *  tools/call waiting for an approval) outlast the default. */
+  function send(msg, opts) {
+    var timeoutMs = (opts && opts.timeoutMs) || REPLY_TIMEOUT_MS;
     return new Promise(function (resolve, reject) {
       if (!msg || typeof msg.type !== "string") {
         reject(new Error("Messages need a 'type'."));
@@ -652,7 +655,7 @@
         timer: setTimeout(function () {
           pending.delete(rid);
           reject(new Error("The server did not answer in time."));
-        }, REPLY_TIMEOUT_MS),
+        }, timeoutMs),
       };
       pending.set(rid, entry);
       sendRaw(frame);

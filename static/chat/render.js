@@ -540,8 +540,10 @@
     );
   }
 
-  /** Whether a tool call shows an app view (a `ui` part, or a view declared by its tool). */
+  /** Whether a tool call shows an app view (a `ui` part, or a view declared by its tool).
+   *  A call a view made itself answers that view; it never opens a second one. */
   function hasView(call) {
+    if (call.parentView) return false;
     if (call.view) return true;
     var parts = (call.result && call.result.parts) || [];
     return parts.some(function (p) {

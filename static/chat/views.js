@@ -38,22 +38,13 @@
   var INITIAL_HEIGHT = 180;
   var LAZY_MARGIN = "600px 0px 600px 0px";
   var TEARDOWN_WAIT_MS = 3000;
+  var VIEW_CALL_WAIT_MS = 15 * 60 * 1000 + 30000; // the server's VIEW_CALL_WAIT, and a margin
   var PROXY_READY_TIMEOUT_MS = 20000;
   var FLIP_LIMIT = 4; // direction changes per second before the height freezes
   var FREEZE_MS = 2000;
   var LOG_BURST = 20; // notifications/message per 10 s per view
   var BAD_SCHEMES = ["javascript:", "data:", "file:", "vbscript:", "blob:", "about:", "chrome:", "filesystem:"];
   var FINAL = ["success", "error", "cancelled", "rejected"];
-
-  // The thread template links views.css; if a page forgot, load it from next to this file.
-  (function ensureStyles() {
-    var script = document.currentScript;
-    if (!script || !script.src || document.querySelector('link[rel~="stylesheet"][href*="/views."]')) return;
-    var link = document.createElement("link");
-    link.rel = "stylesheet";
-    link.href = script.src.replace(/views(?:\.[0-9a-f]{6,})?\.js(?:\?.*)?$/, "views.css");
-    document.head.appendChild(link);
-  })();
 
   var views = []; // every live View
   var subscribed = typeof WeakSet === "function" ? new WeakSet() : null;
@@ -144,9 +135,11 @@
 
   /** client.send → the reply's result, or a rejection with {code, message, jsonrpcCode}. */
   function request(client, msg) {
+    // A view's tools/call may wait for a member's approval: as long as the server does.
+    var opts = msg && msg.method === "tools/call" ? { timeoutMs: VIEW_CALL_WAIT_MS } : undefined;
     return Promise.resolve()
       .then(function () {
-        return client.send(msg);
+        return client.send(msg, opts);
       })
       .then(
         function (reply) {
