@@ -7,6 +7,7 @@ state with the machine's other users.
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import socket
@@ -106,7 +107,12 @@ class LiveAtrium:
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        env.update(_production_env(f"{os.getpid()}_{self.port}"))
+        production = _production_env(f"{os.getpid()}_{self.port}")
+        self._live_database_url = production.get("DATABASE_URL")
+        if self._live_database_url:
+            # Not in stop(): a test may stop and start the same server again.
+            atexit.register(self._drop_live_database)
+        env.update(production)
         env.update(self.extra_env)
         self.env = env
         self.manage("migrate", "-v0")
@@ -189,6 +195,19 @@ class LiveAtrium:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.processes.clear()
+
+    def _drop_live_database(self) -> None:
+        """The fresh PostgreSQL database of this server goes when the test run ends."""
+        self.stop()
+        url = getattr(self, "_live_database_url", None)
+        if not url:
+            return
+        self._live_database_url = None
+        parts = urlsplit(url)
+        import psycopg
+
+        with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
 
     def create_user(self, username: str, password: str | None = None, staff: bool = False) -> str:
         password = password or secrets.token_urlsafe(12)
