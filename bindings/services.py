@@ -102,6 +102,29 @@ def _actor_fields(actor: Any, actor_label: str) -> dict[str, Any]:
     }
 
 
+def _record_binding_event(
+    event_type: AuditEventType,
+    binding: AppBinding,
+    *,
+    actor: Any,
+    actor_label: str,
+    reason: str,
+    extra: dict[str, Any],
+) -> None:
+    record(
+        event_type=event_type,
+        decision=Decision.ALLOWED,
+        **_actor_fields(actor, actor_label),
+        workspace_id=binding.workspace_id,
+        thread_id=binding.thread_id,
+        binding_id=binding.pk,
+        server_id=binding.server_id,
+        action="admin" if actor_label == "admin" else "binding",
+        reason=reason,
+        extra={"via": actor_label or "service", **extra},
+    )
+
+
 def update_binding(
     *,
     binding_id: int,
@@ -130,17 +153,13 @@ def update_binding(
         diff = {k: [before[k], after[k]] for k in before if before[k] != after[k]}
         if diff:
             binding.save(update_fields=[*diff, "updated_at"])
-            record(
-                event_type=AuditEventType.BINDING_CHANGED,
-                decision=Decision.ALLOWED,
-                **_actor_fields(actor, actor_label),
-                workspace_id=binding.workspace_id,
-                thread_id=binding.thread_id,
-                binding_id=binding.pk,
-                server_id=binding.server_id,
-                action="admin" if actor_label == "admin" else "binding",
+            _record_binding_event(
+                AuditEventType.BINDING_CHANGED,
+                binding,
+                actor=actor,
+                actor_label=actor_label,
                 reason=via,
-                extra={"changes": diff, "via": actor_label or "service"},
+                extra={"changes": diff},
             )
     return binding
 
@@ -205,18 +224,13 @@ def remove_binding(*, binding_id: int, actor: Any = None, actor_label: str = "")
             approvals_cancelled.send(
                 sender=AppBinding, tool_call_ids=call_ids, code="binding_removed", message=message
             )
-        record(
-            event_type=AuditEventType.BINDING_REMOVED,
-            decision=Decision.ALLOWED,
-            **_actor_fields(actor, actor_label),
-            workspace_id=binding.workspace_id,
-            thread_id=binding.thread_id,
-            binding_id=binding.pk,
-            server_id=binding.server_id,
-            action="admin" if actor_label == "admin" else "binding",
+        _record_binding_event(
+            AuditEventType.BINDING_REMOVED,
+            binding,
+            actor=actor,
+            actor_label=actor_label,
             reason="deleted",
             extra={
-                "via": actor_label or "service",
                 "scope": binding.scope,
                 "settings": binding_settings(binding),
                 "policies": list(binding.policies.values_list("tool_name", flat=True)),
@@ -379,6 +393,7 @@ def authorize(
     available_display_modes: tuple[str, ...] | None = None,
     recent_ui_messages: int = 0,
     binding: AppBinding | None = None,
+    preread: Any = None,
     audit: bool = True,
     extra: dict[str, Any] | None = None,
 ) -> Authorization:
@@ -400,7 +415,8 @@ def authorize(
         thread=policy.ThreadRef(id=thread.pk, workspace_id=thread.workspace_id),
         binding=binding_snap(binding),
         tool=tool_snap(tool, server_id, name) if name else None,
-        policy=policy_snap(binding, name),
+        # `preread`: the rows the caller just read (bindings.selectors.call_authority).
+        policy=policy_snap(binding, name) if preread is None else preread.policy,
         action=policy.Action(
             kind=action_kind,
             server_id=server_id,

@@ -147,6 +147,21 @@ async def next_frame(communicator, predicate, limit: int = 50, timeout: float = 
     raise AssertionError("no matching frame")
 
 
+async def open_socket(ws_connect, user, thread, caps: str = "interactiveToolUi"):
+    """A connected thread socket past its `hello` frame."""
+    communicator, ok, _ = await ws_connect(user, thread.pk, caps=caps)
+    assert ok
+    await next_frame(communicator, lambda f: f.get("type") == "hello")
+    return communicator
+
+
+async def reply_frame(communicator, rid, timeout: float = 20):
+    """The `reply` frame of the action sent with `rid`."""
+    return await next_frame(
+        communicator, lambda f: f.get("type") == "reply" and f.get("rid") == rid, timeout=timeout
+    )
+
+
 def toolcall_event(status: str | None = None, tool: str | None = None):
     def match(frame) -> bool:
         if frame.get("type") != "event" or frame.get("kind") != "toolcall":

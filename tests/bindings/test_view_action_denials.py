@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.conftest import next_frame, toolcall_event
+from tests.conftest import next_frame, open_socket, reply_frame, toolcall_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -23,26 +23,13 @@ async def close_connections():
     await gateway.close_all()
 
 
-async def _open(ws_connect, user, thread):
-    communicator, ok, _ = await ws_connect(user, thread.pk)
-    assert ok
-    await next_frame(communicator, lambda f: f.get("type") == "hello")
-    return communicator
-
-
-async def _reply(communicator, rid, timeout=20):
-    return await next_frame(
-        communicator, lambda f: f.get("type") == "reply" and f.get("rid") == rid, timeout=timeout
-    )
-
-
 async def _board_view(communicator):
     await communicator.send_json_to({"type": "message.post", "text": "/call board.list_items"})
     done = await next_frame(communicator, toolcall_event("success", "list_items"))
     await communicator.send_json_to(
         {"type": "view.open", "toolCallId": done["data"]["id"], "rid": "open"}
     )
-    opened = await _reply(communicator, "open")
+    opened = await reply_frame(communicator, "open")
     assert opened["ok"], opened
     return done["data"], opened["result"]
 
@@ -102,7 +89,7 @@ DENIABLE = [
 async def test_a_disabled_binding_refuses_and_audits_each_view_action(
     personas, board_server, ws_connect, method, params, action
 ):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     call, view = await _board_view(owner)
     before = await database_sync_to_async(_view_state)(call["id"])
     await _disable_board(personas)
@@ -111,7 +98,7 @@ async def test_a_disabled_binding_refuses_and_audits_each_view_action(
         {"type": "view.request", "rid": "x", "token": view["token"], "method": method,
          "params": params}
     )  # fmt: skip
-    reply = await _reply(owner, "x")
+    reply = await reply_frame(owner, "x")
 
     assert reply["ok"] is False and reply["error"]["code"] == "binding_disabled"
     rows = await _denied_rows(action=action, reason="binding_disabled")
@@ -126,11 +113,11 @@ async def test_a_disabled_binding_refuses_and_audits_each_view_action(
 async def test_a_viewers_view_is_refused_and_audited(
     personas, board_server, ws_connect, method, params, action
 ):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     call, _ = await _board_view(owner)
-    viewer = await _open(ws_connect, personas.viewer, personas.thread)
+    viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
     await viewer.send_json_to({"type": "view.open", "toolCallId": call["id"], "rid": "o"})
-    opened = await _reply(viewer, "o")
+    opened = await reply_frame(viewer, "o")
     assert opened["ok"], opened
     before = await database_sync_to_async(_view_state)(call["id"])
 
@@ -138,7 +125,7 @@ async def test_a_viewers_view_is_refused_and_audited(
         {"type": "view.request", "rid": "v", "token": opened["result"]["token"],
          "method": method, "params": params}
     )  # fmt: skip
-    reply = await _reply(viewer, "v")
+    reply = await reply_frame(viewer, "v")
 
     assert reply["ok"] is False and reply["error"]["code"] == "viewer_cannot_act"
     rows = await _denied_rows(action=action, reason="viewer_cannot_act")
@@ -151,12 +138,12 @@ async def test_a_viewers_view_is_refused_and_audited(
 async def test_opening_a_view_of_a_disabled_binding_is_refused_and_audited(
     personas, board_server, ws_connect
 ):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     call, _ = await _board_view(owner)
     await _disable_board(personas)
 
     await owner.send_json_to({"type": "view.open", "toolCallId": call["id"], "rid": "again"})
-    reply = await _reply(owner, "again")
+    reply = await reply_frame(owner, "again")
 
     assert reply["ok"] is False and reply["error"]["code"] == "binding_disabled"
     rows = await _denied_rows(action="resource_read", reason="binding_disabled")
@@ -183,7 +170,7 @@ async def test_opening_a_view_of_a_disabled_binding_is_refused_and_audited(
 async def test_malformed_view_requests_are_refused_with_a_reason_and_audited(
     personas, board_server, ws_connect, method, params, code, action
 ):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     call, view = await _board_view(owner)
     before = await database_sync_to_async(_view_state)(call["id"])
 
@@ -191,7 +178,7 @@ async def test_malformed_view_requests_are_refused_with_a_reason_and_audited(
         {"type": "view.request", "rid": "m", "token": view["token"], "method": method,
          "params": params}
     )  # fmt: skip
-    reply = await _reply(owner, "m")
+    reply = await reply_frame(owner, "m")
 
     assert reply["ok"] is False and reply["error"]["code"] == code
     assert reply["error"]["message"]
@@ -209,8 +196,8 @@ async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_vi
     from bindings.events import AuditEventType
     from bindings.models import ApprovalRequest, AuditEvent
 
-    owner = await _open(ws_connect, personas.owner, personas.thread)
-    member = await _open(ws_connect, personas.member, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
     call, view = await _board_view(owner)
     item_id = call["result"]["structured"]["columns"][0]["items"][0]["id"]
     await owner.send_json_to(
@@ -228,7 +215,7 @@ async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_vi
     )()
     assert removed is True
 
-    reply = await _reply(owner, "d")
+    reply = await reply_frame(owner, "d")
     assert reply["ok"] is False and reply["error"]["code"] == "binding_removed"
     closed = await next_frame(member, toolcall_event("rejected", "delete_item"))
     assert closed["data"]["error"]["code"] == "binding_removed"
@@ -249,7 +236,7 @@ async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_vi
     await member.send_json_to(
         {"type": "approval.decide", "approvalId": approval_id, "decision": "approve", "rid": "late"}
     )
-    late = await _reply(member, "late")
+    late = await reply_frame(member, "late")
     assert late["ok"] is False and late["error"]["code"] == "not_found"
     await owner.disconnect()
     await member.disconnect()

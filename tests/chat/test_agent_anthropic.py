@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.chat.fake_llm import SSE, FakeLLM, Reply, anthropic_text, anthropic_tool_use
-from tests.conftest import next_frame
+from tests.conftest import next_frame, open_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -37,13 +37,6 @@ def model_workspace(personas, llm):
     return workspace
 
 
-async def _open(ws_connect, user, thread):
-    communicator, ok, _ = await ws_connect(user, thread.pk)
-    assert ok
-    await next_frame(communicator, lambda f: f.get("type") == "hello")
-    return communicator
-
-
 def _assistant(status: str = "complete", contains: str = ""):
     def match(frame) -> bool:
         if frame.get("type") != "event" or frame.get("kind") != "message":
@@ -59,7 +52,7 @@ async def test_tool_use_round_trip(personas, board_server, llm, model_workspace,
         anthropic_tool_use("toolu_01", "board__list_items", ["{", "}"], text="Checking."),
         anthropic_text("There are ", "seven items, ", "starting with ATR-101."),
     )
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "What is on the board?"})
     final = await next_frame(owner, _assistant(contains="ATR-101"), limit=200)
     assert final["data"]["text"] == "There are seven items, starting with ATR-101."
@@ -116,7 +109,7 @@ async def test_errors_become_an_error_message(personas, llm, model_workspace, ws
     else:
         llm.push(SSE(anthropic_text("Cut ", "short").frames[:5]))
         expected = "ended before it was complete"
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "Hi"})
     error = await next_frame(owner, _assistant(status="error"), limit=100)
     assert expected in error["data"]["text"]

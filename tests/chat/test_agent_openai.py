@@ -19,7 +19,7 @@ from tests.chat.fake_llm import (
     openai_text,
     openai_tool_calls,
 )
-from tests.conftest import ROOT_DIR, next_frame, toolcall_event
+from tests.conftest import ROOT_DIR, next_frame, open_socket, toolcall_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -66,13 +66,6 @@ def sentinel_server(personas):
     )
     binding_services.create_binding(server=server, workspace=personas.workspace)
     return server
-
-
-async def _open(ws_connect, user, thread):
-    communicator, ok, _ = await ws_connect(user, thread.pk)
-    assert ok
-    await next_frame(communicator, lambda f: f.get("type") == "hello")
-    return communicator
 
 
 async def _collect(communicator, stop, limit: int = 400, timeout: float = 20):
@@ -130,7 +123,7 @@ async def test_turn_calls_tools_streams_and_answers_from_their_content(
         ),
         openai_text("The board has ", "seven items; ", "the first ", "is ATR-101.", delay=0.08),
     )
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "What is on the board?", "rid": 1})
     frames = await _collect(owner, _assistant(contains="ATR-101"))
 
@@ -208,8 +201,8 @@ async def test_destructive_call_waits_for_approval_and_a_rejection_reaches_the_m
         openai_tool_calls(("call_del2", "board__delete_item", ['{"id": "ATR-102"}'])),
         openai_text("Deleted ATR-101; ", "ATR-102 was kept."),
     )
-    owner = await _open(ws_connect, personas.owner, personas.thread)
-    member = await _open(ws_connect, personas.member, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "Delete ATR-101 and ATR-102"})
 
     frames = await _collect(owner, toolcall_event("awaiting_approval", "delete_item"))
@@ -256,7 +249,7 @@ async def test_destructive_call_waits_for_approval_and_a_rejection_reaches_the_m
 async def test_view_model_context_and_call_notes_reach_the_next_request(
     personas, board_server, llm, model_workspace, ws_connect
 ):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "/call board.list_items"})
     done = await next_frame(owner, toolcall_event("success", "list_items"))
     await owner.send_json_to({"type": "view.open", "toolCallId": done["data"]["id"], "rid": "o"})
@@ -307,7 +300,7 @@ async def test_step_limit_ends_the_turn_with_a_notice(
         openai_tool_calls(("c1", "board__list_items", ["{}"])),
         openai_tool_calls(("c2", "board__list_items", ["{}"])),
     )
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "Loop forever"})
     notice = await next_frame(owner, _assistant(contains="ATRIUM_AGENT_MAX_STEPS"))
     assert "stopped after 2" in notice["data"]["text"]
@@ -335,7 +328,7 @@ async def test_provider_errors_become_an_error_message(
 
         model_workspace.provider_base_url = f"http://127.0.0.1:{free_port()}/v1"
         await database_sync_to_async(model_workspace.save)()
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "Hello?", "rid": 1})
     error = await next_frame(owner, _assistant(status="error"))
     assert expected in error["data"]["text"]
@@ -351,8 +344,8 @@ async def test_a_message_during_a_turn_is_folded_into_the_next_turn(
     personas, llm, model_workspace, ws_connect
 ):
     llm.push(openai_text("First ", "answer.", delay=0.25), openai_text("Second answer."))
-    owner = await _open(ws_connect, personas.owner, personas.thread)
-    member = await _open(ws_connect, personas.member, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "one", "rid": 1})
     await next_frame(owner, lambda f: f.get("type") == "reply" and f.get("rid") == 1)
     await member.send_json_to({"type": "message.post", "text": "two", "rid": 2})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.conftest import next_frame, toolcall_event
+from tests.conftest import next_frame, open_socket, toolcall_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -18,18 +18,11 @@ async def close_connections():
     await gateway.close_all()
 
 
-async def _open(ws_connect, user, thread, caps="interactiveToolUi"):
-    communicator, ok, _ = await ws_connect(user, thread.pk, caps=caps)
-    assert ok
-    await next_frame(communicator, lambda f: f.get("type") == "hello")
-    return communicator
-
-
 async def test_call_command_runs_the_tool_and_every_member_sees_the_result(
     personas, board_server, ws_connect
 ):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
-    member = await _open(ws_connect, personas.member, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "/call board.list_items {}"})
 
     running = await next_frame(member, toolcall_event("running", "list_items"))
@@ -54,8 +47,8 @@ async def test_call_command_runs_the_tool_and_every_member_sees_the_result(
 
 
 async def test_text_only_client_gets_the_fallback(personas, board_server, ws_connect):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
-    text_client = await _open(ws_connect, personas.member, personas.thread, caps="")
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    text_client = await open_socket(ws_connect, personas.member, personas.thread, caps="")
     await owner.send_json_to({"type": "message.post", "text": "/call board.list_items"})
     done = await next_frame(text_client, toolcall_event("success", "list_items"))
     data = done["data"]
@@ -69,9 +62,9 @@ async def test_text_only_client_gets_the_fallback(personas, board_server, ws_con
 async def test_destructive_tool_waits_for_approval_then_runs(personas, board_server, ws_connect):
     from bindings.models import AuditEvent
 
-    owner = await _open(ws_connect, personas.owner, personas.thread)
-    member = await _open(ws_connect, personas.member, personas.thread)
-    viewer = await _open(ws_connect, personas.viewer, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
+    viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
     await owner.send_json_to(
         {"type": "message.post", "text": '/call board.delete_item {"id": "ATR-101"}'}
     )
@@ -111,7 +104,7 @@ async def test_destructive_tool_waits_for_approval_then_runs(personas, board_ser
 
 
 async def test_app_only_tool_cannot_be_called_by_a_person(personas, board_server, ws_connect):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to(
         {"type": "message.post", "text": '/call board.move_item {"id": "ATR-101", "to": "done"}'}
     )
@@ -122,7 +115,7 @@ async def test_app_only_tool_cannot_be_called_by_a_person(personas, board_server
 
 async def test_unbound_server_is_refused(personas, board_server, ws_connect):
     # The other workspace has no binding for the board server.
-    outsider = await _open(ws_connect, personas.outsider, personas.other_thread)
+    outsider = await open_socket(ws_connect, personas.outsider, personas.other_thread)
     await outsider.send_json_to({"type": "message.post", "text": "/call board.list_items"})
     refused = await next_frame(outsider, toolcall_event("rejected", "list_items"))
     assert refused["data"]["error"]["code"] == "no_binding"
@@ -130,7 +123,7 @@ async def test_unbound_server_is_refused(personas, board_server, ws_connect):
 
 
 async def test_invalid_call_syntax_gets_a_helpful_answer(personas, board_server, ws_connect):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "/call board.list_items {nope"})
     answer = await next_frame(
         owner,
@@ -143,7 +136,7 @@ async def test_invalid_call_syntax_gets_a_helpful_answer(personas, board_server,
 async def test_tool_list_loads_the_catalogue_and_hides_app_only_tools(
     personas, board_server, ws_connect
 ):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "tools.list", "rid": "t"})
     reply = await next_frame(owner, lambda f: f.get("type") == "reply" and f.get("rid") == "t")
     names = {t["name"] for t in reply["result"]["tools"]}
@@ -161,7 +154,7 @@ async def test_overdue_approval_expires_and_its_call_is_closed(personas, board_s
 
     from bindings.models import ApprovalRequest, AuditEvent
 
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to(
         {"type": "message.post", "text": '/call board.delete_item {"id": "ATR-101"}'}
     )
@@ -170,7 +163,7 @@ async def test_overdue_approval_expires_and_its_call_is_closed(personas, board_s
         lambda: ApprovalRequest.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     )()
     # Anyone opening the thread closes overdue approvals.
-    member = await _open(ws_connect, personas.member, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
     closed = await next_frame(owner, toolcall_event("rejected", "delete_item"))
     assert closed["data"]["id"] == waiting["data"]["id"]
     assert closed["data"]["error"]["code"] == "approval_expired"

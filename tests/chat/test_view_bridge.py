@@ -6,7 +6,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import Client
 
-from tests.conftest import next_frame, toolcall_event
+from tests.conftest import next_frame, open_socket, reply_frame, toolcall_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -19,25 +19,12 @@ async def close_connections():
     await gateway.close_all()
 
 
-async def _open(ws_connect, user, thread):
-    communicator, ok, _ = await ws_connect(user, thread.pk)
-    assert ok
-    await next_frame(communicator, lambda f: f.get("type") == "hello")
-    return communicator
-
-
-async def _reply(communicator, rid, timeout=20):
-    return await next_frame(
-        communicator, lambda f: f.get("type") == "reply" and f.get("rid") == rid, timeout=timeout
-    )
-
-
 async def _board_view(ws_connect, personas):
-    owner = await _open(ws_connect, personas.owner, personas.thread)
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "/call board.list_items"})
     done = await next_frame(owner, toolcall_event("success", "list_items"))
     await owner.send_json_to({"type": "view.open", "toolCallId": done["data"]["id"], "rid": "open"})
-    opened = await _reply(owner, "open")
+    opened = await reply_frame(owner, "open")
     assert opened["ok"], opened
     return owner, done["data"], opened["result"]
 
@@ -75,7 +62,7 @@ async def test_app_only_tool_round_trips_from_the_view(personas, board_server, w
             "params": {"name": "move_item", "arguments": {"id": item["id"], "to": "done"}},
         }
     )
-    reply = await _reply(owner, 1)
+    reply = await reply_frame(owner, 1)
     assert reply["ok"], reply
     done_items = next(
         c for c in reply["result"]["structuredContent"]["columns"] if c["id"] == "done"
@@ -113,7 +100,7 @@ async def test_view_cannot_reach_another_server(personas, board_server, ws_conne
             "params": {"name": "get_image", "arguments": {}},
         }
     )
-    reply = await _reply(owner, 2)
+    reply = await reply_frame(owner, 2)
     assert reply["ok"] is False
     assert reply["error"]["code"] == "tool_not_found"
     assert await _denials("tool_not_found") >= 1
@@ -141,7 +128,7 @@ async def test_open_link_rejects_unsafe_schemes_and_audits(personas, board_serve
             "params": {"url": url},
         }
     )
-    reply = await _reply(owner, 3)
+    reply = await reply_frame(owner, 3)
     assert reply["ok"] is False
     assert reply["error"]["code"] in ("scheme_not_allowed", "invalid_url")
     assert await _denials(reply["error"]["code"]) >= 1
@@ -159,13 +146,13 @@ async def test_open_link_allows_https(personas, board_server, ws_connect):
             "params": {"url": "https://example.com/docs"},
         }
     )
-    assert (await _reply(owner, 4))["ok"] is True
+    assert (await reply_frame(owner, 4))["ok"] is True
     await owner.disconnect()
 
 
 async def test_forged_and_foreign_tokens_are_rejected(personas, board_server, ws_connect):
     owner, _, view = await _board_view(ws_connect, personas)
-    member = await _open(ws_connect, personas.member, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
     for rid, (who, token) in enumerate(
         [(owner, view["token"] + "x"), (owner, "garbage"), (member, view["token"])]
     ):
@@ -178,7 +165,7 @@ async def test_forged_and_foreign_tokens_are_rejected(personas, board_server, ws
                 "params": {},
             }
         )
-        reply = await _reply(who, rid)
+        reply = await reply_frame(who, rid)
         assert reply["ok"] is False and reply["error"]["code"] == "invalid_token"
     assert (
         await _denials("invalid_token") + await _denials("token_not_for_this_thread_or_user") == 3
@@ -200,7 +187,7 @@ async def test_ui_message_is_labelled_and_rate_limited(personas, board_server, w
                 "params": {"role": "user", "content": [{"type": "text", "text": f"note {i}"}]},
             }
         )
-        outcomes.append(await _reply(owner, f"m{i}"))
+        outcomes.append(await reply_frame(owner, f"m{i}"))
     assert [o["ok"] for o in outcomes] == [True] * 6 + [False] * 2
     assert outcomes[-1]["error"]["code"] == "rate_limited"
     from chat.models import Message
@@ -230,7 +217,7 @@ async def test_update_model_context_last_write_wins(personas, board_server, ws_c
                 "params": {"content": [{"type": "text", "text": text}]},
             }
         )
-        assert (await _reply(owner, rid))["ok"]
+        assert (await reply_frame(owner, rid))["ok"]
     stored = await database_sync_to_async(
         lambda: ToolCall.objects.get(pk=call["id"]).model_context
     )()
@@ -240,9 +227,9 @@ async def test_update_model_context_last_write_wins(personas, board_server, ws_c
 
 async def test_viewer_view_cannot_call_tools(personas, board_server, ws_connect):
     owner, call, _ = await _board_view(ws_connect, personas)
-    viewer = await _open(ws_connect, personas.viewer, personas.thread)
+    viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
     await viewer.send_json_to({"type": "view.open", "toolCallId": call["id"], "rid": "o"})
-    opened = await _reply(viewer, "o")
+    opened = await reply_frame(viewer, "o")
     assert opened["ok"]
     await viewer.send_json_to(
         {
@@ -253,7 +240,7 @@ async def test_viewer_view_cannot_call_tools(personas, board_server, ws_connect)
             "params": {"name": "refresh", "arguments": {}},
         }
     )
-    reply = await _reply(viewer, 7)
+    reply = await reply_frame(viewer, 7)
     assert reply["ok"] is False and reply["error"]["code"] == "viewer_cannot_act"
     await owner.disconnect()
     await viewer.disconnect()
@@ -263,7 +250,7 @@ async def test_destructive_call_from_the_view_waits_for_approval(
     personas, board_server, ws_connect
 ):
     owner, call, view = await _board_view(ws_connect, personas)
-    member = await _open(ws_connect, personas.member, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
     item_id = call["result"]["structured"]["columns"][0]["items"][0]["id"]
     await owner.send_json_to(
         {
@@ -284,7 +271,7 @@ async def test_destructive_call_from_the_view_waits_for_approval(
             "rid": "a",
         }
     )
-    reply = await _reply(owner, 8, timeout=30)
+    reply = await reply_frame(owner, 8, timeout=30)
     assert reply["ok"], reply
     remaining = [
         i["id"] for c in reply["result"]["structuredContent"]["columns"] for i in c["items"]
@@ -315,7 +302,7 @@ async def test_rejected_approval_returns_an_error_to_the_view(personas, board_se
             "rid": "r",
         }
     )
-    reply = await _reply(owner, 9)
+    reply = await reply_frame(owner, 9)
     assert reply["ok"] is False and reply["error"]["code"] == "approval_rejected"
     await owner.disconnect()
 
