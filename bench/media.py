@@ -5,7 +5,8 @@ Clock: from the raw result arriving at the host (bench.probe records when
 media part is a placeholder (`asset.status == "staged"`) until the worker stores it.
 Memory: the daphne process's peak RSS (VmHWM, reset through /proc/<pid>/clear_refs just
 before the call) minus its RSS before the call, against the raw JSON text of the result
-plus one decoded copy of the payload.
+plus one decoded copy of the payload. Also reported: daphne's RSS once the worker has
+stored the media, minus its RSS before (nothing should still hold the payload).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ async def run(server: BenchAtrium, seeded: Seeded, *, megabytes: int = 50) -> di
                     ready_after = now - arrived
                     break
             await asyncio.sleep(0.2)
+    rss_after_ready = server.status("VmRSS")
     await sock.close()
     return {
         "megabytes": megabytes,
@@ -84,6 +86,7 @@ async def run(server: BenchAtrium, seeded: Seeded, *, megabytes: int = 50) -> di
         "media_ready_s": ready_after,
         "rss_before_mib": rss_before / 1024,
         "rss_growth_mib": growth / MIB,
+        "rss_after_ready_growth_mib": (rss_after_ready - rss_before) / 1024,
         "raw_json_mib": raw_json / MIB,
         "decoded_mib": decoded / MIB,
         "rss_allowed_mib": (raw_json + decoded) / MIB,

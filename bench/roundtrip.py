@@ -8,7 +8,9 @@ over stdio. Host and direct calls alternate in batches so both see the same mach
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
@@ -17,6 +19,21 @@ from .harness import BOARD, PYTHON, BenchAtrium, Seeded, connect, open_view, sum
 
 TOOL = "refresh"  # board: read-only, app-only, no view of its own
 BATCH = 50
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's event-loop (main) thread and of all its other threads
+    (Django's database thread, mostly): where the host's time per call goes."""
+    tick = os.sysconf("SC_CLK_TCK")
+    split = {"loop": 0.0, "other": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        seconds = (int(fields[11]) + int(fields[12])) / tick
+        split["loop" if task.name == str(pid) else "other"] += seconds
+    return split
 
 
 async def run(
@@ -63,16 +80,22 @@ async def run(
         await host_batch(BATCH, keep=False)  # warm-up: connections, caches, JIT-free paths
         await direct_batch(BATCH, keep=False)
         cpu_before = server.cpu_seconds()
+        threads_before = thread_cpu(server.daphne.pid)
         while len(host) < calls:
             await host_batch(min(BATCH, calls - len(host)), keep=True)
             await direct_batch(min(BATCH, calls - len(direct)), keep=True)
         host_cpu_ms = (server.cpu_seconds() - cpu_before) * 1000 / calls
+        threads_after = thread_cpu(server.daphne.pid)
     await sock.close()
     h, d = summary(host), summary(direct)
     return {
         "calls": calls,
         "errors": errors,
         "host_cpu_ms_per_call": host_cpu_ms,
+        # Threads that ended during the run drop out of "other": a lower bound.
+        "host_cpu_ms_per_call_by_thread": {
+            key: (threads_after[key] - threads_before[key]) * 1000 / calls for key in threads_after
+        },
         "host_ms": h,
         "direct_ms": d,
         "added_p50_ms": h["p50"] - d["p50"],

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         server.stop()
         server.drop_database()
-    if "media" in args.only and not production:
+    if "media" in args.only:
         _log(f"media: {args.megabytes} MB get_large")
         media_server = BenchAtrium(var_dir=work / "media-var", extra_env=extra).setup()
         try:

@@ -7,11 +7,12 @@ import logging
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from bindings.audit import record
+from bindings.audit import record, select_rows
 from bindings.events import AuditEventType, Decision
 
 from . import actions, toolcalls, waiters
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 KNOWN_CAPABILITIES = {"interactiveToolUi"}
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+LAYER_MESSAGES = {"thread.event", "view.message"}
 
 actions.load_all()
 
@@ -38,7 +40,9 @@ def _load_thread(user: Any, thread_id: int):
 
 @database_sync_to_async
 def _reload_membership(membership: Membership) -> Membership | None:
-    return Membership.objects.filter(pk=membership.pk).first()
+    # Before every action: one lean statement (bindings.audit.select_rows).
+    rows = select_rows(Membership, "id = %s", [membership.pk])
+    return rows[0] if rows else None
 
 
 @database_sync_to_async
@@ -55,6 +59,22 @@ def _audit_refused(user: Any, thread_id: int, reason: str) -> None:
 
 class ThreadConsumer(AsyncJsonWebsocketConsumer):
     ctx: ActionContext | None = None
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """As channels' dispatch, without its `aclose_old_connections()` before each channel
+        layer message (thread events, view messages).
+
+        That is a trip to the single database thread for every event each member's socket
+        relays (it waits behind whatever database work is running), and those handlers do
+        not touch the database. Client frames keep it (their handlers do).
+        """
+        if message.get("type") not in LAYER_MESSAGES:
+            await super().dispatch(message)
+            return
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -189,7 +209,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return
         # The frame was encoded once for every member (chat.events.wire_message).
         call = message.get("call") or {}
-        if call.get("status") in waiters.FINAL:
+        if call.get("status") in waiters.FINAL and waiters.is_waiting(call.get("id")):
+            # A call finished in another process (this process's broadcast already
+            # resolved its own calls): decode only when something here waits for it.
             waiters.resolve(json.loads(frame)["data"])
         if INTERACTIVE_UI in self.ctx.capabilities or message["kind"] != "toolcall":
             await self.send(text_data=frame)

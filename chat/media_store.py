@@ -1,11 +1,14 @@
 """Persisting staged tool-result media (DESIGN §4, stage 2 of 3).
 
-The request path wrote each large decoded payload to ``MEDIA_STAGING_ROOT/<stagingKey>``
-and created a ``MediaAsset`` (status ``staged``). The worker (``chat.tasks``) calls
+The request path wrote each payload it did not inline to ``MEDIA_STAGING_ROOT/<stagingKey>``
+— decoded, or for a large one still base64 (``<key>.b64``, see ``chat.media``) — and
+created a ``MediaAsset`` (status ``staged``). The worker (``chat.tasks``) calls
 :func:`persist_asset`, which
 
 1. claims the asset (``attempts`` + 1, committed first, so a crash loop ends in a rejection),
-2. hashes the staging file in one streaming pass (sha256, size, the first bytes),
+2. hashes the staging file in one streaming pass (sha256, size, the first bytes); a base64
+   staging file is decoded strictly in the same pass (into ``<key>.decoded``), and must
+   decode to the size the request path recorded,
 3. verifies the content against the declared MIME type: the magic-number table below for
    every kind, and Pillow (restricted to the declared format, decompression-bomb warnings
    escalated to errors, :data:`MAX_IMAGE_PIXELS`) for images,
@@ -20,8 +23,11 @@ and created a ``MediaAsset`` (status ``staged``). The worker (``chat.tasks``) ca
    deletes the staging file (and, in the embedded profile, asks daphne to broadcast the
    events: see "relay" below).
 
-Memory stays bounded: files are read in 1 MiB chunks, never whole; the only full decodes
-are images (at most ``MAX_IMAGE_PIXELS``) and one video frame.
+Memory stays bounded: files are read in 1 MiB chunks (base64 in 4 MiB), never whole; the
+only full decodes are images (at most ``MAX_IMAGE_PIXELS``) and one video frame.
+
+The request path runs the same type checks on payloads small enough to be inlined as
+``data:`` URIs (:func:`inline_rejection`), so those are refused with the same words.
 
 Magic numbers (``SIGNATURES``: what the content must start with for a declared type):
 
@@ -56,6 +62,7 @@ row (PDF, ZIP, gzip) and otherwise stored as opaque binaries, served as
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import io
 import logging
@@ -77,11 +84,16 @@ MAX_IMAGE_PIXELS = 50_000_000
 THUMBNAIL_MAX = 320
 POSTER_MAX = 960
 HASH_CHUNK = 1024 * 1024
+BASE64_CHUNK = 4 * 1024 * 1024  # characters of a base64 staging file read at a time
 HEAD_BYTES = 512
 MAX_VIDEO_FRAME = 16 * 1024 * 1024  # a poster frame larger than this is not decoded
 MAX_ATTEMPTS = 10  # runs of one asset (retries, redeliveries, requeues) before rejection
 MEDIA_KINDS = ("image", "audio", "video", "binary")
-_STAGING_KEY_RE = re.compile(r"^[0-9a-f]{32}$")
+_STAGING_KEY_RE = re.compile(r"^[0-9a-f]{32}(\.b64)?$")
+ENCODED_SUFFIX = ".b64"  # a staging file holding base64 text (chat.media)
+DECODED_SUFFIX = ".decoded"  # where the worker decodes one to (never a staging key)
+_BASE64_SPACE = b" \t\n\r"  # what the request path's size count skips, too
+INVALID_BASE64 = "The media's data is not valid base64, so it was not stored."
 
 
 class MediaRejected(Exception):
@@ -557,35 +569,12 @@ def encode_derivative(image: Image.Image, max_side: int) -> Derivative:
     return Derivative(buffer.getvalue(), "png")
 
 
-def inspect_image(
-    source: str | Path | BinaryIO, pillow_format: str, *, want_poster: bool = False
-) -> ImageFacts:
-    """Open (only as ``pillow_format``), check, decode frame 0, and derive the stills
-    (a poster too for animated images, or when ``want_poster``).
-
-    Raises MediaRejected for bombs, damaged data, or content Pillow cannot read as that
-    format.
-    """
+@contextmanager
+def _image_errors(source: str | Path | BinaryIO, pillow_format: str) -> Iterator[None]:
+    """Pillow's failures, as rejections a person can read."""
     try:
         with image_safety():
-            with Image.open(source, formats=[pillow_format]) as image:
-                width, height = image.size
-                if width * height > MAX_IMAGE_PIXELS:
-                    raise MediaRejected(_bomb_reason((width, height)))
-                image.verify()  # structure and checksums; leaves the image unusable
-            if not isinstance(source, (str, Path)):
-                source.seek(0)
-            with Image.open(source, formats=[pillow_format]) as image:
-                frames = int(getattr(image, "n_frames", 1) or 1)
-                image.seek(0)
-                if pillow_format == "JPEG":
-                    image.draft("RGB", (POSTER_MAX * 2, POSTER_MAX * 2))
-                oriented = ImageOps.exif_transpose(image)  # decodes frame 0
-                if oriented.size != image.size and oriented.size[::-1] == image.size:
-                    width, height = height, width
-                thumbnail = encode_derivative(oriented, THUMBNAIL_MAX)
-                wanted = want_poster or frames > 1
-                poster = encode_derivative(oriented, POSTER_MAX) if wanted else None
+            yield
     except MediaRejected:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
@@ -599,7 +588,65 @@ def inspect_image(
         raise MediaRejected(
             "The image data is damaged or incomplete" + (f" ({detail})." if detail else ".")
         ) from None
+
+
+def _open_and_verify(source: str | Path | BinaryIO, pillow_format: str) -> tuple[int, int]:
+    """Size and structure check (inside ``_image_errors``); the image is not decoded."""
+    with Image.open(source, formats=[pillow_format]) as image:
+        width, height = image.size
+        if width * height > MAX_IMAGE_PIXELS:
+            raise MediaRejected(_bomb_reason((width, height)))
+        image.verify()  # structure and checksums; leaves the image unusable
+    return width, height
+
+
+def verify_image(source: str | Path | BinaryIO, pillow_format: str) -> tuple[int, int]:
+    """Open (only as ``pillow_format``) and verify, with the bomb limits; (width, height).
+
+    Raises MediaRejected. Cheap: nothing is decoded (the request path uses it)."""
+    with _image_errors(source, pillow_format):
+        return _open_and_verify(source, pillow_format)
+
+
+def inspect_image(
+    source: str | Path | BinaryIO, pillow_format: str, *, want_poster: bool = False
+) -> ImageFacts:
+    """Open (only as ``pillow_format``), check, decode frame 0, and derive the stills
+    (a poster too for animated images, or when ``want_poster``).
+
+    Raises MediaRejected for bombs, damaged data, or content Pillow cannot read as that
+    format.
+    """
+    with _image_errors(source, pillow_format):
+        width, height = _open_and_verify(source, pillow_format)
+        if not isinstance(source, (str, Path)):
+            source.seek(0)
+        with Image.open(source, formats=[pillow_format]) as image:
+            frames = int(getattr(image, "n_frames", 1) or 1)
+            image.seek(0)
+            if pillow_format == "JPEG":
+                image.draft("RGB", (POSTER_MAX * 2, POSTER_MAX * 2))
+            oriented = ImageOps.exif_transpose(image)  # decodes frame 0
+            if oriented.size != image.size and oriented.size[::-1] == image.size:
+                width, height = height, width
+            thumbnail = encode_derivative(oriented, THUMBNAIL_MAX)
+            wanted = want_poster or frames > 1
+            poster = encode_derivative(oriented, POSTER_MAX) if wanted else None
     return ImageFacts(width=width, height=height, frames=frames, thumbnail=thumbnail, poster=poster)
+
+
+def inline_rejection(*, kind: str, declared: str, data: bytes) -> str | None:
+    """Why a small payload must not be inlined (``None``: it may): the worker's magic-number
+    check, and for images Pillow's open + verify with the bomb limits — same reasons, same
+    words. Nothing is decoded; milliseconds for the ≤ 64 KB the request path inlines."""
+    try:
+        verified = check_declared_type(data[:HEAD_BYTES], declared=declared, kind=kind)
+        signature = verified.signature
+        if kind == "image" and signature is not None and signature.pillow_format:
+            verify_image(io.BytesIO(data), signature.pillow_format)
+    except MediaRejected as exc:
+        return exc.reason
+    return None
 
 
 def video_stills(frame: bytes) -> tuple[Derivative, Derivative] | None:
@@ -627,6 +674,53 @@ class StagedFile:
     head: bytes
 
 
+def decode_base64_file(source: Path, target: Path, *, expected_size: int | None) -> StagedFile:
+    """Decode a base64 staging file into ``target`` in one streaming pass, hashing as it
+    goes (sha256, size, the first bytes). Strict: the standard alphabet, padding only at
+    the very end; spaces, tabs and line breaks are skipped (what the request path's size
+    count skips). Raises MediaRejected for invalid base64, and for a result that is not
+    ``expected_size`` bytes (a staging file cut short, e.g. by a power loss)."""
+    digest = hashlib.sha256()
+    size = 0
+    head = b""
+    carry = b""
+    padded = False
+    with open(source, "rb") as encoded, open(target, "wb") as out:
+        while chunk := encoded.read(BASE64_CHUNK):
+            chunk = chunk.translate(None, _BASE64_SPACE)
+            if not chunk:
+                continue
+            if padded:  # data after the padding
+                raise MediaRejected(INVALID_BASE64)
+            if carry:
+                chunk = carry + chunk
+            usable = len(chunk) - len(chunk) % 4
+            carry = chunk[usable:]
+            if not usable:
+                continue
+            block = memoryview(chunk)[:usable]
+            padded = block[-1] == ord("=")
+            try:
+                data = binascii.a2b_base64(block, strict_mode=True)
+            except binascii.Error:
+                raise MediaRejected(INVALID_BASE64) from None
+            finally:
+                block.release()
+            if size < HEAD_BYTES:
+                head = (head + data[:HEAD_BYTES])[:HEAD_BYTES]
+            digest.update(data)
+            out.write(data)
+            size += len(data)
+    if carry:  # not a multiple of 4 characters
+        raise MediaRejected(INVALID_BASE64)
+    if expected_size is not None and size != expected_size:
+        raise MediaRejected(
+            f"The staged media is incomplete ({size} of {expected_size} bytes), so it was "
+            "not stored."
+        )
+    return StagedFile(path=target, sha256=digest.hexdigest(), size=size, head=head)
+
+
 def hash_file(path: Path) -> StagedFile:
     """sha256 and size in one streaming pass, keeping only the first bytes."""
     digest = hashlib.sha256()
@@ -639,6 +733,13 @@ def hash_file(path: Path) -> StagedFile:
             digest.update(chunk)
             size += len(chunk)
     return StagedFile(path=path, sha256=digest.hexdigest(), size=size, head=head)
+
+
+def _too_large_reason(size: int, max_bytes: int) -> str:
+    return (
+        f"The file ({size // (1024 * 1024)} MB) is larger than the "
+        f"{max_bytes // (1024 * 1024)} MB limit."
+    )
 
 
 def content_name(sha256: str, suffix: str = "") -> str:
@@ -688,21 +789,26 @@ def derive(staged: StagedFile, verified: VerifiedType) -> Derived:
 
 
 def process_staged_file(
-    path: Path, *, kind: str, declared_mime: str, max_bytes: int, store: Callable[..., str]
+    path: Path,
+    *,
+    kind: str,
+    declared_mime: str,
+    max_bytes: int,
+    store: Callable[..., str],
+    staged: StagedFile | None = None,
 ) -> ProcessedMedia:
     """Hash, verify, derive and store one staged file. Raises MediaRejected.
 
     ``store(name, *, path=None, data=None, size)`` writes content to the storage under
-    ``name`` (or reuses what is there) and returns the name.
+    ``name`` (or reuses what is there) and returns the name. ``staged``: the file's hash
+    when the caller already has it (a decoded base64 staging file).
     """
-    staged = hash_file(path)
+    if staged is None:
+        staged = hash_file(path)
     if staged.size == 0:
         raise MediaRejected("The file is empty.")
     if staged.size > max_bytes:
-        raise MediaRejected(
-            f"The file ({staged.size // (1024 * 1024)} MB) is larger than the "
-            f"{max_bytes // (1024 * 1024)} MB limit."
-        )
+        raise MediaRejected(_too_large_reason(staged.size, max_bytes))
     verified = check_declared_type(staged.head, declared=declared_mime, kind=kind)
     derived = derive(staged, verified)
     storage_path = store(content_name(staged.sha256), path=staged.path, size=staged.size)
@@ -1026,17 +1132,28 @@ def persist_asset(*, asset_id: int, final_attempt: bool = False) -> str:
             )
         raise TransientMediaError(f"staging file {path.name} of asset {asset_id} is missing")
     max_bytes = int(getattr(settings, "ATRIUM_MEDIA_MAX_BYTES", 200 * 1024 * 1024))
+    decoded = (
+        path.with_name(path.name + DECODED_SUFFIX) if path.name.endswith(ENCODED_SUFFIX) else None
+    )
     try:
+        staged = None
+        if decoded is not None:
+            if asset.size > max_bytes:
+                raise MediaRejected(_too_large_reason(asset.size, max_bytes))
+            staged = decode_base64_file(path, decoded, expected_size=asset.size or None)
         processed = process_staged_file(
-            path,
+            decoded or path,
             kind=asset.kind if asset.kind in MEDIA_KINDS else "binary",
             declared_mime=asset.mime_type,
             max_bytes=max_bytes,
             store=store_in_default_storage,
+            staged=staged,
         )
     except MediaRejected as exc:
         log.info("media %s rejected: %s", asset_id, exc.reason)
         return _finish(asset_id, processed=None, reason=exc.reason)
+    finally:
+        remove_staging_file(decoded)
     log.info(
         "media %s stored as %s (%s bytes) in %s",
         asset_id,

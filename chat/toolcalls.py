@@ -8,30 +8,31 @@ canonical result, stages media, and broadcasts, all in one transaction.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from bindings import services as authority
-from bindings.audit import record
+from bindings.audit import insert_row, record, update_row
 from bindings.events import AuditEventType, Decision
 from bindings.models import ApprovalRequest, ApprovalStatus
 from bindings.policy import ActionKind
+from bindings.selectors import call_authority
 from mcp_bridge import gateway
 from mcp_bridge import services as bridge_services
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import McpServer, Tool, UiResource
-from mcp_bridge.normalize import build_sanitized_tool_result, normalize_tool_result
+from mcp_bridge.normalize import NormalizedResult, build_sanitized_tool_result
 
 from . import runtime
 from .events import emit
-from .media import stage_payload, staged_parts
+from .media import normalize_result, staged_parts
 from .models import MediaAsset, Message, Thread, ToolCall, ToolCallStatus
 from .presenters import serialize_tool_call
 from .selectors import tool_calls_queryset
@@ -79,6 +80,30 @@ def task_key(call_id: int) -> str:
     return f"toolcall:{call_id}"
 
 
+INLINE_NORMALIZE_CHARS = 256 * 1024
+
+
+def _heavy(raw: Any) -> bool:
+    """Whether normalizing a raw result may block (binary payloads to decode and stage)
+    or take long (much text): then it runs in a plain thread."""
+    content = raw.get("content") if isinstance(raw, dict) else None
+    if not isinstance(content, list):
+        return False
+    chars = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        inner = block.get("resource") if isinstance(block.get("resource"), dict) else block
+        if "data" in block or "blob" in inner:
+            return True
+        text = inner.get("text")
+        if isinstance(text, str):
+            chars += len(text)
+            if chars > INLINE_NORMALIZE_CHARS:
+                return True
+    return False
+
+
 def _emit_call(call: ToolCall) -> None:
     fresh = tool_calls_queryset().get(pk=call.pk)
     emit(thread_id=call.thread_id, kind="toolcall", payload=serialize_tool_call(fresh))
@@ -87,10 +112,50 @@ def _emit_call(call: ToolCall) -> None:
 # ----------------------------------------------------------------------- sync services
 
 
-def record_decision(*, request: CallRequest, tool: Tool | None) -> tuple[ToolCall, str]:
+_READ = object()  # record_decision(tool=...) default: read the catalogue row itself
+
+
+def _known_approval(call: ToolCall, approval: ApprovalRequest | None) -> None:
+    """Tell the ORM the call's approval (or that it has none), so serializing the call
+    from memory does not query for it."""
+    ToolCall._meta.get_field("approval").set_cached_value(call, approval)
+
+
+def _emit_fresh(call: ToolCall) -> None:
+    """Emit a call every relation of which is loaded (the payload is built from memory:
+    it is what `tool_calls_queryset()` would read back, without the five-join re-read)."""
+    emit(thread_id=call.thread_id, kind="toolcall", payload=serialize_tool_call(call))
+
+
+def record_decision(*, request: CallRequest, tool: Any = _READ) -> tuple[ToolCall, str]:
     """Decide the call and record it, in one transaction. Returns (call, outcome)."""
+    decided = _decide(request=request, tool=tool)
+    assert decided is not None
+    return decided[0], decided[1]
+
+
+def _decide(
+    *,
+    request: CallRequest,
+    tool: Any = _READ,
+    refresh_missing: bool = False,
+    quiet_start: bool = False,
+) -> tuple[ToolCall, str, Tool | None] | None:
+    """record_decision(), also returning the catalogue row. With `refresh_missing`, a
+    tool absent from the catalogue returns None before anything is written (the caller
+    refreshes the catalogue once and decides again). With `quiet_start`, an allowed call
+    is recorded (and its decision audited) without its "running" event: `execute`
+    announces it only if the call is still running after ANNOUNCE_AFTER."""
     kind = request.action_kind or ACTION_FOR_ORIGIN[request.origin]
     with transaction.atomic():
+        # Binding, policy row and catalogue row: read fresh, in lean statements.
+        found = call_authority(
+            thread=request.thread, server_id=request.server.pk, tool_name=request.tool_name
+        )
+        if tool is _READ:
+            tool = found.tool
+            if tool is None and refresh_missing:
+                return None
         auth = authority.authorize(
             action_kind=kind,
             actor_kind=request.origin,
@@ -102,6 +167,8 @@ def record_decision(*, request: CallRequest, tool: Tool | None) -> tuple[ToolCal
             tool_name=request.tool_name,
             arguments=request.arguments,
             view=request.parent_view,
+            binding=found.binding,
+            preread=found if found.binding is not None else None,
         )
         decision = auth.decision
         if decision.allowed:
@@ -110,7 +177,7 @@ def record_decision(*, request: CallRequest, tool: Tool | None) -> tuple[ToolCal
             status = ToolCallStatus.AWAITING_APPROVAL
         else:
             status = ToolCallStatus.REJECTED
-        call = ToolCall.objects.create(
+        call = ToolCall(
             thread=request.thread,
             message=request.message,
             server=request.server,
@@ -127,8 +194,10 @@ def record_decision(*, request: CallRequest, tool: Tool | None) -> tuple[ToolCal
             if status != ToolCallStatus.REJECTED
             else {"code": str(decision.reason_code), "message": decision.message},
         )
+        insert_row(call)
+        approval = None
         if decision.needs_approval:
-            authority.create_approval(
+            approval = authority.create_approval(
                 thread=request.thread,
                 binding=auth.binding,
                 tool_call=call,
@@ -139,8 +208,10 @@ def record_decision(*, request: CallRequest, tool: Tool | None) -> tuple[ToolCal
                 requested_by_kind=request.origin,
                 requested_by=request.user,
             )
-        _emit_call(call)
-    return call, str(decision.outcome)
+        _known_approval(call, approval)
+        if not (quiet_start and decision.allowed):
+            _emit_fresh(call)
+    return call, str(decision.outcome), tool
 
 
 def _view_resource_for(call: ToolCall, normalized, tool: Tool | None) -> UiResource | None:
@@ -168,6 +239,9 @@ def _view_resource_for(call: ToolCall, normalized, tool: Tool | None) -> UiResou
     return None
 
 
+FINISH_FIELDS = ["result", "status", "error", "finished_at", "latency_ms", "ui_resource"]
+
+
 def finish_success(
     *,
     call_id: int,
@@ -175,16 +249,20 @@ def finish_success(
     latency_ms: float,
     app_resource: UiResource | None,
     tool: Tool | None = None,
+    call: ToolCall | None = None,
+    normalized: NormalizedResult | None = None,
 ) -> ToolCall:
-    call = ToolCall.objects.select_related("server", "thread").get(pk=call_id)
+    """Store the result, audit it and emit the final event, in one transaction. `call`:
+    the row `start_tool_call` created (relations loaded), saving the re-read."""
+    if call is None or call.pk != call_id:
+        call = ToolCall.objects.select_related("server", "thread").get(pk=call_id)
+        fresh = False
+    else:
+        fresh = True
     if tool is None or tool.server_id != call.server_id or tool.name != call.tool_name:
         tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
-    normalized = normalize_tool_result(
-        raw,
-        stage=stage_payload,
-        inline_limit=settings.ATRIUM_MEDIA_INLINE_LIMIT,
-        max_binary=settings.ATRIUM_MEDIA_MAX_BYTES,
-    )
+    if normalized is None:
+        normalized = normalize_result(raw)
     sanitized = build_sanitized_tool_result(
         normalized, tool_name=call.tool_name, tool_call_id=str(call.pk), server=call.server.slug
     )
@@ -200,7 +278,7 @@ def finish_success(
         call.finished_at = timezone.now()
         call.latency_ms = latency_ms
         call.ui_resource = app_resource or _view_resource_for(call, normalized, tool)
-        call.save()
+        update_row(call, FINISH_FIELDS)
         record(
             event_type=AuditEventType.TOOL_CALL_COMPLETED
             if not normalized.is_error
@@ -223,7 +301,10 @@ def finish_success(
                 "media": [a.pk for a in assets],
             },
         )
-        _emit_call(call)
+        if fresh:
+            _emit_fresh(call)
+        else:
+            _emit_call(call)
         for asset in assets:
             transaction.on_commit(lambda pk=asset.pk: _enqueue_persist(pk))
     return call
@@ -293,39 +374,114 @@ def finish_failure(
 
 
 def record_progress(
-    *, call_id: int, thread_id: int, progress: float, total: float | None, message: str | None
+    *,
+    call_id: int,
+    thread_id: int,
+    progress: float,
+    total: float | None,
+    message: str | None,
+    announce: ToolCall | None = None,
 ) -> None:
+    """Store and emit a progress report; `announce`: the call's "running" event is still
+    due (see `_Announcer`), and goes first."""
     data = {"id": call_id, "progress": progress, "total": total, "message": (message or "")[:300]}
     with transaction.atomic():
+        if announce is not None:
+            _emit_fresh(announce)
         ToolCall.objects.filter(pk=call_id).update(progress=data)
         emit(thread_id=thread_id, kind="toolcall.progress", payload=data)
 
 
+ANNOUNCE_AFTER = 0.25  # seconds a view's call runs before its "running" event is emitted
+
+
+def _announce(call: ToolCall) -> None:
+    with transaction.atomic():
+        _emit_fresh(call)
+
+
+class _Announcer:
+    """The late "running" event of a view's call (see `execute`).
+
+    Only the event loop touches it. Once `_later` has woken up, its trip to the (single,
+    first-in first-out) database thread is queued before any trip `execute` queues next, so
+    the running event can never follow the call's final event.
+    """
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.settled = False  # emitted, on its way, or no longer wanted
+        self.task = asyncio.ensure_future(self._later())
+
+    async def _later(self) -> None:
+        await asyncio.sleep(ANNOUNCE_AFTER)
+        self.settled = True
+        try:
+            await database_sync_to_async(_announce)(self.call)
+        except Exception:  # the final event still comes; members just see no "running"
+            log.exception("could not announce tool call %s", self.call.pk)
+
+    def take(self) -> ToolCall | None:
+        """The call, if its running event is still due: the caller emits it now."""
+        if self.settled:
+            return None
+        self.cancel()
+        return self.call
+
+    def cancel(self) -> None:
+        """The call has ended: its final event says everything."""
+        if not self.settled:
+            self.settled = True
+            self.task.cancel()
+
+
 # ----------------------------------------------------------------------- orchestration
+
+# Built once: a SyncToAsync wrapper inspects its function when created (~0.1 ms per call
+# on this project's machines, twice per tool call otherwise).
+_decide_async = database_sync_to_async(lambda **kwargs: _decide(**kwargs))
+_finish_success_async = database_sync_to_async(lambda **kwargs: finish_success(**kwargs))
 
 
 async def start_tool_call(request: CallRequest) -> ToolCall:
     """Decide, record, and (when allowed) run the call in the background."""
-    tool: Tool | None
-    try:
-        tool = await gateway.tool_for(request.server, request.tool_name)
-    except BridgeError:
-        tool = None  # decided (and audited) as tool_not_found below
-    call, outcome = await database_sync_to_async(record_decision)(request=request, tool=tool)
+    decide = _decide_async
+    # One trip to the database thread: catalogue row, binding, policy, decision, audit,
+    # call row and event. A tool the catalogue does not know refreshes it once first.
+    quiet = request.origin == "app_view"
+    decided = await decide(request=request, refresh_missing=True, quiet_start=quiet)
+    if decided is None:
+        with contextlib.suppress(BridgeError):  # then decided (audited) as tool_not_found
+            await gateway.refresh_catalogue(request.server)
+        decided = await decide(request=request, quiet_start=quiet)
+        assert decided is not None
+    call, outcome, tool = decided
     if outcome == "allow":
         # The call row and catalogue row were just read: hand them over (two fewer
         # database round trips per call than re-reading them in the task).
-        runtime.spawn(task_key(call.pk), execute(call.pk, call=call, tool=tool))
+        runtime.spawn(task_key(call.pk), execute(call.pk, call=call, tool=tool, announce=quiet))
     return call
 
 
-async def execute(call_id: int, *, call: ToolCall | None = None, tool: Tool | None = None) -> None:
+async def execute(
+    call_id: int,
+    *,
+    call: ToolCall | None = None,
+    tool: Tool | None = None,
+    announce: bool = False,
+) -> None:
+    """Run an allowed call and record its outcome. `announce`: its "running" event was
+    not emitted yet (a view's call, see `start_tool_call`): it is, once the call has run
+    for ANNOUNCE_AFTER seconds or reports progress; a quick call only has its final event.
+    """
+    fresh = call is not None  # just created by start_tool_call: its relations are loaded
     if call is None:
         call = await database_sync_to_async(
             lambda: ToolCall.objects.select_related("server", "thread").get(pk=call_id)
         )()
     server = call.server
     last_progress = 0.0
+    announcer = _Announcer(call) if announce else None
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         nonlocal last_progress
@@ -333,7 +489,14 @@ async def execute(call_id: int, *, call: ToolCall | None = None, tool: Tool | No
         if now - last_progress < PROGRESS_INTERVAL and (total is None or progress < total):
             return  # a flood of progress notifications is thinned, never queued
         last_progress = now
+        call.progress = {
+            "id": call_id,
+            "progress": progress,
+            "total": total,
+            "message": (message or "")[:300],
+        }
         await database_sync_to_async(record_progress)(
+            announce=announcer.take() if announcer is not None else None,
             call_id=call_id,
             thread_id=call.thread_id,
             progress=progress,
@@ -343,24 +506,42 @@ async def execute(call_id: int, *, call: ToolCall | None = None, tool: Tool | No
 
     started = time.perf_counter()
     try:
-        if tool is None or tool.server_id != server.pk or tool.name != call.tool_name:
-            tool = await gateway.tool_for(server, call.tool_name)
-        ui_task = (
-            asyncio.ensure_future(gateway.ui_resource(server, tool.resource_uri))
-            if tool.resource_uri
-            else None
-        )
-        raw, latency_ms = await gateway.call_tool(
-            server, tool, call.arguments, progress=on_progress
-        )
+        try:
+            if tool is None or tool.server_id != server.pk or tool.name != call.tool_name:
+                tool = await gateway.tool_for(server, call.tool_name)
+            ui_task = (
+                asyncio.ensure_future(gateway.ui_resource(server, tool.resource_uri))
+                if tool.resource_uri
+                else None
+            )
+            raw, latency_ms = await gateway.call_tool(
+                server, tool, call.arguments, progress=on_progress
+            )
+        finally:
+            # Before any final event is queued: a late running event must not follow it.
+            if announcer is not None:
+                announcer.cancel()
+        # Media decoding/staging (chat.media) in a plain thread: neither the event loop nor
+        # the one database thread is held by it. Then the raw result (base64 text) goes.
+        # A small text-only result (most calls) is normalized in finish_success's trip to
+        # the database thread instead: a thread hop costs more than normalizing it.
+        normalized = await asyncio.to_thread(normalize_result, raw) if _heavy(raw) else None
+        if normalized is not None:
+            raw = None
         app_resource = None
         if ui_task is not None:
             try:
                 app_resource = await ui_task
             except BridgeError as exc:
                 log.warning("UI resource %s unavailable: %s", tool.resource_uri, exc)
-        await database_sync_to_async(finish_success)(
-            call_id=call_id, raw=raw, latency_ms=latency_ms, app_resource=app_resource, tool=tool
+        await _finish_success_async(
+            call_id=call_id,
+            raw=raw,
+            latency_ms=latency_ms,
+            app_resource=app_resource,
+            tool=tool,
+            call=call if fresh else None,
+            normalized=normalized,
         )
     except asyncio.CancelledError:
         await database_sync_to_async(finish_failure)(

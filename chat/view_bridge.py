@@ -11,9 +11,10 @@ from typing import Any
 from django.conf import settings
 from django.core import signing
 
+from bindings.audit import select_rows
 from bindings.models import AppBinding
 from mcp_bridge.csp import build_csp, permissions_allow_attribute
-from mcp_bridge.models import UiResource
+from mcp_bridge.models import McpServer, UiResource
 
 from .models import ToolCall
 
@@ -52,6 +53,39 @@ def read_view_token(token: Any) -> ViewToken | None:
     if not all(isinstance(v, int) for v in (call_id, user_id, thread_id, server_id)):
         return None
     return ViewToken(call_id, user_id, thread_id, binding_id, server_id)
+
+
+# What a view request needs of its view's row; anything else loads on access.
+VIEW_FIELDS = (
+    "id",
+    "thread",
+    "message",
+    "server",
+    "binding",
+    "tool_name",
+    "status",
+    "origin",
+    "requested_by",
+    "parent_view",
+    "ui_resource",
+    "display_mode",
+)
+
+
+def view_for_claims(claims: ViewToken, thread_id: int) -> ToolCall | None:
+    """The view (its ToolCall, with its server loaded) a token names, if it is in this
+    thread. Two lean statements: it runs before every request a view makes."""
+    rows = select_rows(
+        ToolCall, "id = %s AND thread_id = %s", [claims.call_id, thread_id], only=VIEW_FIELDS
+    )
+    if not rows:
+        return None
+    view = rows[0]
+    servers = select_rows(McpServer, "id = %s", [view.server_id])
+    if not servers:
+        return None
+    view.server = servers[0]
+    return view
 
 
 def sandbox_origin_for(server_slug: str) -> str:

@@ -51,6 +51,12 @@ def resolve(payload: dict[str, Any]) -> None:
             loop.call_soon_threadsafe(_set, future, payload)
 
 
+def is_waiting(call_id: Any) -> bool:
+    """Whether anything in this process waits for that call (a cheap check before decoding
+    an event to resolve it)."""
+    return call_id in _waiters
+
+
 def discard(call_id: int, future: asyncio.Future[Any]) -> None:
     with _lock:
         entries = _waiters.get(call_id, [])

@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP (routed by host in middleware) and the thread websockets."""
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -36,3 +37,10 @@ application = ProtocolTypeRouter(
         "websocket": WebsocketGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# Everything imported so far (Django, the apps, the MCP SDK, pydantic models...) lives as
+# long as the process: move it out of the collector's reach. Otherwise every gen-2
+# collection walks those objects again (~110 ms pauses that stalled every socket on this
+# project's machines; ~25 ms after freezing: bench/README.md).
+gc.collect()
+gc.freeze()

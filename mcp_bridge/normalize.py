@@ -4,7 +4,11 @@
 and never raises: anything it cannot use becomes an explicit error part that says so.
 Binary payloads are base64-decoded exactly once; large ones are handed to a ``stage``
 callback (durable staging for the media worker) and the decoded bytes are released right
-after, so the request path holds at most one decoded copy.
+after, so the request path holds at most one decoded copy. With ``defer_decode_over`` set,
+payloads above that size are not decoded here at all: ``stage`` gets their base64 text
+(``StagedPayload.encoded``, with the decoded size worked out from its length) and whoever
+consumes the staging decodes and verifies it. With ``check_inline`` set, payloads small
+enough to be inlined as ``data:`` URIs are type-checked by it first.
 
 Canonical parts (plain dicts, camelCase):
 
@@ -80,20 +84,30 @@ _FILENAME_UNSAFE_RE = re.compile(r"[\x00-\x1f\x7f-\x9f/\\:*?\"<>|]")
 
 @dataclass
 class StagedPayload:
-    """A decoded binary payload handed to the staging callback.
+    """A binary payload handed to the staging callback: decoded (``data``), or, above the
+    normalizer's ``defer_decode_over``, still base64 (``encoded``: not validated beyond its
+    length and padding; ``data`` is then ``None``). ``size`` is the decoded size either way.
 
-    The callback must consume ``data`` during the call (write it somewhere durable); the
+    The callback must consume the payload during the call (write it somewhere durable); the
     normalizer drops its own references as soon as the callback returns.
     """
 
     kind: MediaKind
     mime_type: str
-    data: bytes
+    data: bytes | None
     filename: str | None = None
     source_uri: str | None = None
+    encoded: str | None = None
+    size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.data is not None:
+            self.size = len(self.data)
 
 
 StageFn = Callable[[StagedPayload], dict]
+# (kind, MIME type, decoded bytes) -> None if fine, else why not, in words for people.
+CheckFn = Callable[[MediaKind, str, bytes], str | None]
 
 
 @dataclass
@@ -145,6 +159,32 @@ def _decode_base64(value: str) -> bytes | None:
         return base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError):
         return None
+
+
+_BASE64_SPACE = " \t\n\r"
+
+
+def base64_decoded_size(value: str) -> int | None:
+    """The size ``value`` decodes to, from its length and padding alone (``None`` when those
+    cannot be base64): ASCII, spaces/tabs/line breaks ignored, a multiple of 4 characters.
+    The alphabet is *not* checked — that takes a full decode. Costs a few ``memchr`` scans."""
+    if not value.isascii():
+        return None
+    spaces = sum(value.count(char) for char in _BASE64_SPACE if char in value)
+    length = len(value) - spaces
+    if length % 4:
+        return None
+    end = len(value)
+    tail = ""
+    while end > 0 and len(tail) < 2:
+        end -= 1
+        if value[end] not in _BASE64_SPACE:
+            tail = value[end] + tail
+    data_tail = tail.rstrip("=")
+    if "=" in data_tail:  # padding inside the data
+        return None
+    padding = len(tail) - len(data_tail)
+    return length // 4 * 3 - padding
 
 
 def _filename_from_uri(uri: str | None) -> str | None:
@@ -213,8 +253,12 @@ class _Normalizer:
         max_blocks: int,
         max_binary: int,
         max_document: int,
+        defer_decode_over: int | None = None,
+        check_inline: CheckFn | None = None,
     ) -> None:
         self.stage = stage
+        self.defer_decode_over = defer_decode_over
+        self.check_inline = check_inline
         self.inline_limit = inline_limit
         self.max_inline_total = max_inline_total
         self.max_text = max_text
@@ -398,12 +442,16 @@ class _Normalizer:
         if not isinstance(data_b64, str) or not data_b64.strip():
             self._error("missing_data", f"{label} block has no data.")
             return
-        if len(data_b64) // 4 * 3 > self.max_binary + 3:
-            self._error(
-                "too_large",
-                f"{label} is larger than the {_human_size(self.max_binary)} limit and was "
-                "not stored.",
-            )
+        estimate = len(data_b64) // 4 * 3
+        if estimate > self.max_binary + 3:
+            self._too_large(label)
+            return
+        location = (kind, mime, label, filename, source_uri, audience)
+        # (estimate: the decoded size + 0..2, the padding)
+        if self.defer_decode_over is not None and estimate > 2 + max(
+            self.defer_decode_over, self.inline_limit
+        ):
+            self._encoded_media(data_b64, *location)
             return
         data = _decode_base64(data_b64)
         if data is None:
@@ -418,6 +466,11 @@ class _Normalizer:
         # URL (and a filename) through staging whenever staging is available.
         prefer_inline = kind in ("image", "audio") or self.stage is None
         if fits_inline and prefer_inline:
+            rejection = self._inline_rejection(kind, mime, label, data)
+            if rejection is not None:
+                del data
+                self._error("media_rejected", rejection)
+                return
             self.inline_used += size
             src = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
             del data
@@ -436,12 +489,76 @@ class _Normalizer:
             kind=kind, mime_type=mime, data=data, filename=filename, source_uri=source_uri
         )
         del data
+        self._stage(payload, *location)
+
+    def _too_large(self, label: str) -> None:
+        self._error(
+            "too_large",
+            f"{label} is larger than the {_human_size(self.max_binary)} limit and was not stored.",
+        )
+
+    def _inline_rejection(self, kind: MediaKind, mime: str, label: str, data: bytes) -> str | None:
+        if self.check_inline is None:
+            return None
+        try:
+            return self.check_inline(kind, mime, data)
+        except Exception:  # a checker that fails must not let unchecked content through
+            return f"{label} could not be checked, so it is not shown."
+
+    def _encoded_media(
+        self,
+        data_b64: str,
+        kind: MediaKind,
+        mime: str,
+        label: str,
+        filename: str | None,
+        source_uri: str | None,
+        audience: list[str] | None,
+    ) -> None:
+        """A payload too large to decode here: staged as base64 (the consumer decodes)."""
+        size = base64_decoded_size(data_b64)
+        if size is None:
+            self._error("invalid_base64", f"{label} block has invalid base64 data.")
+            return
+        if size > self.max_binary:
+            self._too_large(label)
+            return
+        if self.stage is None:
+            self._error(
+                "media_storage_unavailable",
+                f"{label} ({_human_size(size)}) could not be shown: media storage is unavailable.",
+            )
+            return
+        payload = StagedPayload(
+            kind=kind,
+            mime_type=mime,
+            data=None,
+            filename=filename,
+            source_uri=source_uri,
+            encoded=data_b64,
+            size=size,
+        )
+        del data_b64
+        self._stage(payload, kind, mime, label, filename, source_uri, audience)
+
+    def _stage(
+        self,
+        payload: StagedPayload,
+        kind: MediaKind,
+        mime: str,
+        label: str,
+        filename: str | None,
+        source_uri: str | None,
+        audience: list[str] | None,
+    ) -> None:
+        assert self.stage is not None
+        size = payload.size
         try:
             descriptor = self.stage(payload)
         except Exception:  # a storage failure must not lose the rest of the result
             descriptor = None
         finally:
-            del payload  # release the decoded bytes as soon as staging is done
+            del payload  # release the payload as soon as staging is done
         if not isinstance(descriptor, Mapping):
             self._error(
                 "staging_failed",
@@ -691,6 +808,8 @@ def normalize_tool_result(
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     max_binary: int = DEFAULT_MAX_BINARY,
     max_document: int = DEFAULT_MAX_DOCUMENT,
+    defer_decode_over: int | None = None,
+    check_inline: CheckFn | None = None,
 ) -> NormalizedResult:
     """Normalize a wire-form ``CallToolResult`` dict. Pure apart from ``stage``; never raises.
 
@@ -699,6 +818,9 @@ def normalize_tool_result(
     ``8 * inline_limit``); further payloads are staged. ``max_text`` — total characters of
     text kept. ``max_blocks`` — content blocks processed. ``max_binary`` — largest decoded
     payload accepted. ``max_document`` — largest UI document (characters).
+    ``defer_decode_over`` — decoded size above which a payload goes to ``stage`` still
+    base64-encoded (``None``: always decode here). ``check_inline(kind, mime, data)`` — vets
+    a payload about to be inlined; a reason it returns becomes a ``media_rejected`` error part.
     """
     normalizer = _Normalizer(
         stage=stage,
@@ -708,6 +830,8 @@ def normalize_tool_result(
         max_blocks=max_blocks,
         max_binary=max_binary,
         max_document=max_document,
+        defer_decode_over=defer_decode_over,
+        check_inline=check_inline,
     )
     try:
         return normalizer.run(raw)

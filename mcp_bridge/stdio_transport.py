@@ -8,8 +8,14 @@ tool result took minutes of CPU. This one:
 
 * reads raw bytes, finds newlines by scanning each chunk once, and joins the chunks of a
   line once when it is complete;
+* builds a very long string literal of a long line (a base64 media payload) as text *while
+  it arrives*, dropping its bytes chunk by chunk (``LiteralExtractor``): a 50 MiB video
+  result exists in this process once, as the ``str`` the session receives, never also as
+  bytes (measured: peak RSS +67 MiB for its 67 MiB of base64, was +133..199 MiB);
+* follows a large message with a no-op, so the SDK's read loop does not keep it alive
+  until the server next speaks (``_release_item``);
 * parses each line once, from bytes (no decoded text copy), into Python objects and then
-  validates those, so a big string payload exists once as bytes and once as ``str``;
+  validates those;
 * delivers lines one at a time into an unbuffered stream, so nothing is read ahead while
   the session is busy (the SDK's back-pressure);
 * turns a line that is not JSON-RPC into a ``MalformedMessage`` item (the session logs it and
@@ -24,7 +30,9 @@ POSIX only: on Windows (Job Objects) or a non-UTF-8 encoding it defers to the SD
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import secrets
 import sys
 from collections import deque
 from collections.abc import AsyncIterator
@@ -39,15 +47,17 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.client.stdio import stdio_client as sdk_stdio_client
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
-from mcp_types import jsonrpc_message_adapter
+from mcp_types import JSONRPCResponse, jsonrpc_message_adapter
 from pydantic import ValidationError
 from pydantic_core import from_json
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "LineSplitter",
+    "LiteralExtractor",
     "MalformedMessage",
     "OversizedMessage",
+    "SpilledLine",
     "TruncatedMessage",
     "parse_message",
     "stdio_client",
@@ -67,6 +77,16 @@ _KILL_REAP_TIMEOUT = 2.0
 _WRITER_FLUSH_TIMEOUT = 0.5
 _EXIT_POLL_INTERVAL = 0.01
 _PREVIEW_BYTES = 80
+# A line longer than this is scanned for string literals as it arrives (shorter lines, i.e.
+# nearly all of them, are only split on newlines)...
+SCAN_LINES_OVER_BYTES = 256 * 1024
+# ...and a string literal of such a line that is still open at the end of a read and has
+# reached this size is built as text from then on, its bytes dropped chunk by chunk.
+SPILL_LITERALS_OVER_BYTES = 64 * 1024
+# After delivering a message this large, a no-op follows (see ``_release_item``).
+RELEASE_AFTER_BYTES = 1024 * 1024
+_QUOTE = b'"'
+_BACKSLASH = b"\\"
 
 ReadItem = SessionMessage | Exception
 
@@ -99,29 +119,344 @@ class TruncatedMessage(ValueError):
         self.size = size
 
 
+class SpilledLine:
+    """A complete line whose long string literals were taken out as they arrived.
+
+    ``skeleton`` is the line's JSON with each of those literals replaced by a marker string
+    (``prefix`` + its index in ``values``); ``values`` holds the decoded texts. ``prefix``
+    carries 128 random bits, so no string a server writes can pass for a marker.
+    """
+
+    __slots__ = ("prefix", "size", "skeleton", "values")
+
+    def __init__(self, skeleton: bytes, prefix: str, values: list[str], size: int) -> None:
+        self.skeleton = skeleton
+        self.prefix = prefix
+        self.values = values
+        self.size = size  # of the line as it was written
+
+    def __len__(self) -> int:
+        return self.size
+
+    def restore(self, tree: Any) -> Any:
+        """Put the texts back where their markers are (values, and keys too)."""
+        if isinstance(tree, str):
+            return self._value(tree)
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, list):
+                for index, item in enumerate(node):
+                    if isinstance(item, str):
+                        if item.startswith(self.prefix):
+                            node[index] = self._value(item)
+                    elif isinstance(item, list | dict):
+                        stack.append(item)
+            elif isinstance(node, dict):
+                renamed = []
+                for key, item in node.items():
+                    if isinstance(item, str):
+                        if item.startswith(self.prefix):
+                            node[key] = self._value(item)  # same keys: safe while iterating
+                    elif isinstance(item, list | dict):
+                        stack.append(item)
+                    if key.startswith(self.prefix):
+                        renamed.append(key)
+                for key in renamed:
+                    node[self._value(key)] = node.pop(key)
+        return tree
+
+    def _value(self, marker: str) -> str:
+        index = marker[len(self.prefix) :]
+        if not marker.startswith(self.prefix) or not index.isdigit():
+            return marker
+        return self.values[int(index)] if int(index) < len(self.values) else marker
+
+
+class _AsciiText:
+    """A ``str`` built in place, the way C code builds one: ``PyUnicode_New`` with room to
+    spare, bytes copied straight into its buffer, ``PyUnicode_Resize`` (``realloc``) to grow
+    and, at the end, to the exact length. So a long text exists once, never as bytes plus
+    text, nor as two texts (``io.StringIO.getvalue`` and ``str.join`` both copy).
+
+    ASCII only (the caller checks each piece). The object is referenced by nobody but this
+    builder until ``finish`` hands it over, which is what makes resizing it in place legal.
+    The first allocation is above glibc's largest dynamic mmap threshold, so the buffer is
+    its own mapping from the start: growing it is ``mremap`` (no copy), pages never written
+    cost nothing, and shrinking returns the rest.
+    """
+
+    INITIAL_CAPACITY = 33 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._object: ctypes.c_void_p | None = ctypes.c_void_p(
+            _PyUnicode_New(self.INITIAL_CAPACITY, 127)
+        )
+        self._capacity = self.INITIAL_CAPACITY
+        self._length = 0
+        self._address: int = _PyUnicode_AsUTF8AndSize(self._object, None)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def write(self, piece: bytes) -> None:
+        assert self._object is not None
+        needed = self._length + len(piece)
+        if needed > self._capacity:  # mremap: growing by steps costs no copy
+            self._resize(max(needed, self._capacity + self.INITIAL_CAPACITY))
+        ctypes.memmove(self._address + self._length, piece, len(piece))
+        self._length = needed
+
+    def bytes(self) -> bytes:
+        """A copy of the text so far, as bytes."""
+        return ctypes.string_at(self._address, self._length)
+
+    def finish(self) -> str:
+        """The text (exactly as long as what was written); the builder is done."""
+        assert self._object is not None
+        self._resize(self._length)
+        text = ctypes.cast(self._object, ctypes.py_object).value  # a new reference...
+        self.close()  # ...and ours is dropped: the caller holds the only one
+        return text
+
+    def close(self) -> None:
+        if self._object is not None:
+            _Py_DecRef(self._object)
+            self._object = None
+
+    def __del__(self) -> None:
+        with suppress(Exception):  # at interpreter exit the module may be half torn down
+            self.close()
+
+    def _resize(self, capacity: int) -> None:
+        assert self._object is not None
+        if _PyUnicode_Resize(ctypes.byref(self._object), capacity) != 0:
+            raise MemoryError
+        self._capacity = capacity
+        self._address = _PyUnicode_AsUTF8AndSize(self._object, None)
+
+
+def _c_api() -> tuple[Any, ...] | None:
+    """Private prototypes of the four C functions (``ctypes.pythonapi``'s shared function
+    objects are left alone). They hold the GIL and raise a set Python error."""
+    if sys.implementation.name != "cpython":
+        return None
+    api = ctypes.pythonapi
+    return (
+        ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_uint32)(
+            ("PyUnicode_New", api)
+        ),
+        ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_ssize_t)(
+            ("PyUnicode_Resize", api)
+        ),
+        ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+            ("PyUnicode_AsUTF8AndSize", api)
+        ),
+        ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(("Py_DecRef", api)),
+    )
+
+
+_API = _c_api()
+if _API is not None:
+    _PyUnicode_New, _PyUnicode_Resize, _PyUnicode_AsUTF8AndSize, _Py_DecRef = _API
+
+
+class LiteralExtractor:
+    """Builds one long line, taking its long string literals out as text as they arrive.
+
+    Fed the line's bytes in order (any chunking), it keeps everything but those literals as
+    bytes (the *skeleton*) and writes each long literal's content into an ``_AsciiText`` as
+    it comes, so the bytes of each chunk are released at once and the literal ends up held
+    exactly once, as the ``str`` the parser would have made. ``finish`` returns the plain
+    ``bytes`` line when nothing was taken out, else a ``SpilledLine``.
+
+    Linear and mostly C-speed: a chunk with no backslash is classified by counting quotes
+    (``bytes.count``/``rfind``); only chunks with backslashes are walked literal by literal.
+    Only literals that are ASCII without escape sequences are taken out (base64 payloads);
+    one that turns out otherwise is kept as bytes (its text so far copied back) and left to
+    the JSON parser. Not validated here: control characters inside a taken-out literal (JSON
+    forbids them raw; they are harmless text).
+    """
+
+    def __init__(self, literal_threshold: int = SPILL_LITERALS_OVER_BYTES) -> None:
+        self.literal_threshold = literal_threshold
+        self.prefix = f"atrium-spill-{secrets.token_hex(16)}-"
+        self._skeleton: list[bytes] = []
+        self._values: list[str] = []
+        self._size = 0
+        self._in_string = False
+        self._escape = False  # the last byte fed was an unpaired backslash inside a string
+        self._plain = _API is not None  # the open literal may still be taken out
+        self._literal: list[bytes] = []  # the open literal's content as bytes...
+        self._literal_bytes = 0
+        self._text: _AsciiText | None = None  # ...or as text, once it is long
+
+    def feed(self, data: bytes) -> None:
+        self._size += len(data)
+        if data:
+            self._feed(data)
+
+    def finish(self) -> bytes | SpilledLine:
+        """The complete line (call once, after its last byte)."""
+        if self._in_string:  # invalid JSON, left for the parser to explain
+            self._keep_as_bytes()
+            self._skeleton.extend(self._literal)
+        skeleton = b"".join(self._skeleton)
+        self._skeleton, self._literal = [], []
+        if not self._values:
+            return skeleton
+        values, self._values = self._values, []
+        return SpilledLine(skeleton, self.prefix, values, self._size)
+
+    def close(self) -> None:
+        """Drop everything (a line abandoned half way)."""
+        if self._text is not None:
+            self._text.close()
+            self._text = None
+        self._skeleton, self._literal, self._values = [], [], []
+
+    # ---- scanning
+
+    def _feed(self, data: bytes) -> None:
+        size = len(data)
+        pos = self._continue_literal(data, 0) if self._in_string else 0
+        if pos >= size:
+            return
+        if data.find(_BACKSLASH, pos) < 0:
+            # Outside a string and no escapes: every quote delimits a string, so the parity
+            # of their count says whether a literal is still open at the end of the chunk.
+            if data.count(_QUOTE, pos) % 2 == 0:
+                self._skeleton.append(data[pos:] if pos else data)
+                return
+            opening = data.rfind(_QUOTE)
+            self._skeleton.append(data[pos : opening + 1])
+            self._in_string = True
+            self._continue_literal(data, opening + 1)
+            return
+        while pos < size:
+            opening = data.find(_QUOTE, pos)
+            if opening < 0:
+                self._skeleton.append(data[pos:])
+                return
+            self._skeleton.append(data[pos : opening + 1])
+            self._in_string = True
+            pos = self._continue_literal(data, opening + 1)
+
+    def _continue_literal(self, data: bytes, pos: int) -> int:
+        """Consume the open literal's content from ``pos``; the index after its closing
+        quote, or ``len(data)`` if it is still open."""
+        size = len(data)
+        if self._escape and pos < size:
+            self._add(data, pos, pos + 1)  # the escaped character
+            pos += 1
+            self._escape = False
+        while True:
+            closing = data.find(_QUOTE, pos)
+            end = closing if closing >= 0 else size
+            backslash = data.find(_BACKSLASH, pos, end)
+            if backslash < 0:
+                self._add(data, pos, end)
+                if closing < 0:
+                    self._maybe_take_out()
+                    return size
+                self._close_literal()
+                return closing + 1
+            self._keep_as_bytes()
+            if backslash + 1 >= size:  # the escaped character comes with the next chunk
+                self._add(data, pos, size)
+                self._escape = True
+                return size
+            self._add(data, pos, backslash + 2)
+            pos = backslash + 2
+
+    def _add(self, data: bytes, start: int, end: int) -> None:
+        if start >= end:
+            return
+        piece = data if start == 0 and end == len(data) else data[start:end]
+        if self._text is not None:
+            if piece.isascii():
+                self._text.write(piece)
+                return
+            self._keep_as_bytes()
+        self._literal.append(piece)
+        self._literal_bytes += len(piece)
+
+    def _maybe_take_out(self) -> None:
+        """The open literal reached the end of a chunk: build it as text from now on if it
+        is long (and so far ASCII without escapes)."""
+        if self._text is not None or not self._plain:
+            return
+        if self._literal_bytes < self.literal_threshold:
+            return
+        if not all(piece.isascii() for piece in self._literal):
+            self._plain = False
+            return
+        try:
+            self._text = _AsciiText()
+        except MemoryError:
+            self._plain = False
+            return
+        for piece in self._literal:
+            self._text.write(piece)
+        self._literal, self._literal_bytes = [], 0
+
+    def _keep_as_bytes(self) -> None:
+        """The open literal stays bytes, for the JSON parser (escapes, non-ASCII)."""
+        self._plain = False
+        if self._text is not None:
+            held = self._text.bytes()
+            self._text.close()
+            self._text = None
+            self._literal, self._literal_bytes = [held, *self._literal], len(held)
+
+    def _close_literal(self) -> None:
+        if self._text is not None:
+            marker = f"{self.prefix}{len(self._values)}"
+            self._values.append(self._text.finish())
+            self._text = None
+            self._skeleton.append(marker.encode("ascii") + _QUOTE)
+        else:
+            self._skeleton.extend(self._literal)
+            self._skeleton.append(_QUOTE)
+        self._literal, self._literal_bytes = [], 0
+        self._in_string, self._escape, self._plain = False, False, _API is not None
+
+
 class LineSplitter:
     """Newline framing of a byte stream, linear in the total input.
 
     ``feed`` takes a chunk; ``next_line`` returns the next complete line (without its
-    newline), an ``OversizedMessage`` for a line over the limit, or ``None`` when it needs
-    more input. Each chunk is scanned for newlines once. The pieces of an unfinished line are
-    kept as they arrived and joined once, into an immutable ``bytes`` of the exact size,
-    when its newline comes: the parser borrows ``bytes`` but copies a ``bytearray``, so a big
-    line costs one copy here and none there. Blank lines are skipped.
+    newline) as ``bytes`` (or, for a long line with long string literals, a ``SpilledLine``),
+    an ``OversizedMessage`` for a line over the limit, or ``None`` when it needs more input.
+    Each chunk is scanned for newlines once. The pieces of an unfinished line are kept as
+    they arrived and joined once, into an immutable ``bytes`` of the exact size, when its
+    newline comes: the parser borrows ``bytes`` but copies a ``bytearray``, so a big line
+    costs one copy here and none there. A line that grows past ``scan_over`` bytes goes
+    through a ``LiteralExtractor`` from then on instead, so that a huge string payload is
+    held once, as text, and never also as bytes. Blank lines are skipped.
     """
 
-    def __init__(self, max_line_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        max_line_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        *,
+        scan_over: int = SCAN_LINES_OVER_BYTES,
+        literal_threshold: int = SPILL_LITERALS_OVER_BYTES,
+    ) -> None:
         if max_line_bytes <= 0:
             raise ValueError("max_line_bytes must be positive")
         self.max_line_bytes = max_line_bytes
+        self.scan_over = scan_over
+        self.literal_threshold = literal_threshold
         self._pieces: list[bytes] = []  # the unfinished line so far
         self._pending = 0  # its length
+        self._extractor: LiteralExtractor | None = None  # a long line: scanned as it comes
         self._discarding = False  # inside an oversized line: drop input up to its newline
-        self._ready: deque[bytes | OversizedMessage] = deque()
+        self._ready: deque[LineItem] = deque()
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes of an unfinished line held right now."""
+        """Bytes of an unfinished line received so far."""
         return self._pending
 
     def feed(self, chunk: bytes) -> None:
@@ -132,7 +467,7 @@ class LineSplitter:
         if start < len(chunk):
             self._hold(chunk[start:] if start else chunk)
 
-    def next_line(self) -> bytes | OversizedMessage | None:
+    def next_line(self) -> LineItem | None:
         return self._ready.popleft() if self._ready else None
 
     def finish(self) -> TruncatedMessage | None:
@@ -151,8 +486,15 @@ class LineSplitter:
             self._reset()
             self._discarding = True  # drop the rest of the line as it arrives
             self._ready.append(OversizedMessage(self.max_line_bytes))
+        elif self._extractor is not None:
+            self._extractor.feed(piece)
         else:
             self._pieces.append(piece)
+            if self._pending > self.scan_over:
+                self._extractor = LiteralExtractor(self.literal_threshold)
+                for held in self._pieces:
+                    self._extractor.feed(held)
+                self._pieces = []
 
     def _complete(self, tail: bytes) -> None:
         if self._discarding:  # the end of an oversized line, already reported
@@ -162,7 +504,16 @@ class LineSplitter:
             self._reset()
             self._ready.append(OversizedMessage(self.max_line_bytes))
             return
-        if self._pieces:
+        line: LineItem
+        if self._extractor is not None:
+            extractor = self._extractor
+            extractor.feed(tail)
+            self._reset()
+            line = extractor.finish()
+            if not isinstance(line, bytes):
+                self._ready.append(line)
+                return
+        elif self._pieces:
             self._pieces.append(tail)
             line = b"".join(self._pieces)
         else:
@@ -174,26 +525,35 @@ class LineSplitter:
     def _reset(self) -> None:
         self._pieces = []
         self._pending = 0
+        self._extractor = None
         self._discarding = False
 
 
-def parse_message(line: bytes | bytearray) -> ReadItem:
+LineItem = bytes | SpilledLine | OversizedMessage
+
+
+def parse_message(line: bytes | bytearray | SpilledLine) -> ReadItem:
     """One stdout line → a ``SessionMessage``, or a ``MalformedMessage`` to deliver as a value.
 
     Parsed once to Python objects, then validated: ``validate_json`` on the JSON-RPC union
     builds an intermediate JSON tree and tries each member, which measured ~4 copies of a
     large payload and twice the time; ``from_json`` makes each string once, and validating
-    the resulting dict reuses those strings.
+    the resulting dict reuses those strings (a ``SpilledLine``'s texts are put back into the
+    parsed tree, not copied).
     """
+    source = line.skeleton if isinstance(line, SpilledLine) else line
     try:
-        message = jsonrpc_message_adapter.validate_python(from_json(line), by_name=False)
+        tree = from_json(source)
+        if isinstance(line, SpilledLine):
+            tree = line.restore(tree)
+        message = jsonrpc_message_adapter.validate_python(tree, by_name=False)
     except ValidationError:
         problem = "valid JSON, but not a JSON-RPC request, notification, response or error"
     except ValueError as exc:  # from_json: not JSON, or not UTF-8
         problem = f"invalid JSON ({exc})"
     else:
         return SessionMessage(message)
-    preview = bytes(line[:_PREVIEW_BYTES]).decode("utf-8", "replace")
+    preview = bytes(source[:_PREVIEW_BYTES]).decode("utf-8", "replace")
     return MalformedMessage(len(line), preview, problem)
 
 
@@ -301,8 +661,10 @@ async def _pump_lines(
                 await _deliver(sink, truncated)
             return
         splitter.feed(chunk)
+        del chunk  # a long line's bytes are dropped as soon as they are taken in
         while (line := splitter.next_line()) is not None:
-            item = line if isinstance(line, OversizedMessage) else parse_message(line)
+            size = 0 if isinstance(line, Exception) else len(line)
+            item = line if isinstance(line, Exception) else parse_message(line)
             # Hold neither the raw line while the session is busy, nor the message once it
             # has been handed over: one copy of a big payload at a time.
             del line
@@ -310,8 +672,24 @@ async def _pump_lines(
                 logger.debug("MCP server stdout: %s", item)
             delivered = await _deliver(sink, item)
             del item
+            if delivered and size > RELEASE_AFTER_BYTES:
+                delivered = await _deliver(sink, _release_item())
             if not delivered:
                 return
+
+
+def _release_item() -> SessionMessage:
+    """A message the session drops unseen: a response to no request it made.
+
+    The SDK's read loop (``JSONRPCDispatcher.run``: ``async for item in read_stream``) keeps
+    the last message it received referenced until the next one arrives — for a 50 MB result,
+    67 MB pinned until that server next says anything, and two such results alive at once
+    when it answers the next call with another. Sent right after a large message, this is
+    received as soon as the loop has dispatched that one (the stream is unbuffered), which
+    unpins it; the dispatcher only logs "dropping response for unknown/late request id" at
+    debug level. The id is a string; the session numbers its requests.
+    """
+    return SessionMessage(JSONRPCResponse(jsonrpc="2.0", id="atrium-stdio-release", result={}))
 
 
 async def _deliver(sink: MemoryObjectSendStream[ReadItem], item: ReadItem) -> bool:

@@ -12,6 +12,31 @@ import pytest
 multiprocessing.set_start_method("spawn", force=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def celery_publishes_in_memory():
+    """In-process tests publish Celery messages (``persist_tool_media`` on commit) into an
+    in-memory broker. With the settings' broker they would pile up, never consumed, in
+    ``var/celery`` (embedded) or the developer's Redis (production). Tests that need a
+    worker start one on this broker (tests/chat/test_media_tasks.py); live servers
+    (tests/live.py) are separate processes with their own settings."""
+    from kombu import pools
+
+    from config.celery import app
+
+    # Read/write URLs too: Celery prefers a CELERY_BROKER_URL environment variable (set
+    # under scripts/with-production-services.sh) to broker_url, not to these.
+    app.conf.update(
+        broker_url="memory://",
+        broker_read_url="memory://",
+        broker_write_url="memory://",
+        broker_transport_options={},
+    )
+    pools.reset()  # forget connections made with the settings' broker
+    app._pool = None
+    app.amqp._producer_pool = None
+    yield app
+
+
 @dataclass
 class Personas:
     owner: Any

@@ -38,6 +38,7 @@ from ..view_bridge import (
     read_view_token,
     sandbox_origin_for,
     sign_view_token,
+    view_for_claims,
     view_permissions,
 )
 from . import ActionContext, ActionError, action
@@ -193,11 +194,7 @@ def _view_for_token(ctx: ActionContext, token: Any) -> ToolCall:
         raise ViewRequestError(
             "invalid_token", "This view's token is invalid or expired; reload the view."
         )
-    view = (
-        ToolCall.objects.select_related("server", "binding")
-        .filter(pk=claims.call_id, thread_id=ctx.thread.pk)
-        .first()
-    )
+    view = view_for_claims(claims, ctx.thread.pk)
     if view is None or view.server_id != claims.server_id:
         raise ViewRequestError("invalid_token", "This view no longer exists.")
     return view

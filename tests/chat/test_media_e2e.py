@@ -6,7 +6,8 @@ One scenario runs once per module (it is the expensive part) and the tests below
 what it recorded:
 
 1. no worker: a 50 MB video result appears at once as a placeholder, and the ASGI
-   process's peak memory grows by less than 3× the payload;
+   process's peak memory grows by less than the raw base64 text plus one decoded copy
+   (DESIGN §9);
 2. still no worker: image, audio, video, binary, a PNG decompression bomb and two
    mislabelled files all appear as placeholders (status ``staged``), also after a reload;
 3. the worker starts: every asset turns ``ready`` or ``rejected`` through live ``media``
@@ -22,6 +23,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 import os
 import re
 import shutil
@@ -300,6 +302,11 @@ def reload_snapshot(client: httpx.Client, thread_id: int) -> dict[str, Any]:
     return json.loads(html.unescape(found.group(1)))
 
 
+def reset_peak_memory(pid: int) -> None:
+    """Start VmHWM over from the current RSS (Linux: ``clear_refs`` 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
 def memory_kib(pid: int) -> dict[str, int]:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -378,6 +385,7 @@ def _run(run: Scenario) -> None:
     # large result alone.
     ws.finished(ws.call("get_audio", {"seconds": 0.1}))
     before = memory_kib(daphne)
+    reset_peak_memory(daphne)  # the peak of this call, not of everything before it
 
     started = time.monotonic()
     large_id = ws.call("get_large", {"megabytes": LARGE_MB, "kind": "video"})
@@ -392,9 +400,9 @@ def _run(run: Scenario) -> None:
         # What the host adds after the tool's answer has fully arrived: normalizing,
         # decoding, staging 50 MB, the transaction, the broadcast.
         large_host_overhead_ms=(arrived - started) * 1000 - large["data"]["latencyMs"],
-        hwm_before_mib=before["VmHWM"] / 1024,
+        rss_before_mib=before["VmRSS"] / 1024,
         hwm_after_mib=after["VmHWM"] / 1024,
-        hwm_growth_mib=(after["VmHWM"] - before["VmHWM"]) / 1024,
+        hwm_growth_mib=(after["VmHWM"] - before["VmRSS"]) / 1024,
         rss_after_mib=after["VmRSS"] / 1024,
     )
 
@@ -443,9 +451,11 @@ def test_results_appear_at_once_with_placeholders_while_no_worker_runs(scenario)
         assert part["asset"]["id"] and "url" not in part["asset"]
     large = scenario.asset_of("get_large")
     assert large["size"] == LARGE_MB * MIB
-    # DESIGN §9 budget is 200 ms for the placeholder once the result is in; allow slack
-    # for a shared 2-core machine.
-    assert scenario.measures["large_host_overhead_ms"] < 1500, scenario.measures
+    # DESIGN §9: 200 ms for the placeholder once the result is in (bench/media.py measures
+    # exactly that). This figure also holds the call's start (decision, audit, events) and
+    # runs beside other suites on a 2-core machine: measured 100–210 ms; decoding and
+    # fsyncing 50 MB on the request path, as before, added 300–600 ms.
+    assert scenario.measures["large_host_overhead_ms"] < 600, scenario.measures
     # A reload while nothing is persisted yet shows the same placeholders.
     calls = {c["id"]: c for c in scenario.staged_snapshot["toolCalls"]}
     for key, frame in scenario.placeholders.items():
@@ -453,11 +463,15 @@ def test_results_appear_at_once_with_placeholders_while_no_worker_runs(scenario)
 
 
 def test_the_asgi_process_holds_at_most_base64_plus_one_decoded_copy(scenario):
-    payload_mib = LARGE_MB
+    """DESIGN §9: the raw result text (base64: 4/3 of the payload) plus one decoded copy,
+    and a few MiB of interpreter noise. (Measured: ~67–76 MiB, i.e. the base64 text once —
+    the request path stages it undecoded; the worker decodes.)"""
+    base64_mib = 4 * math.ceil(LARGE_MB * MIB / 3) / MIB
+    allowed = base64_mib + LARGE_MB + 8
     growth = scenario.measures["hwm_growth_mib"]
-    assert growth < 3 * payload_mib, (
-        f"daphne's peak RSS grew by {growth:.0f} MiB for a {payload_mib} MiB result "
-        f"({scenario.measures})"
+    assert growth < allowed, (
+        f"daphne's peak RSS grew by {growth:.0f} MiB for a {LARGE_MB} MiB result, over "
+        f"{allowed:.0f} MiB ({scenario.measures})"
     )
 
 

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG = samples.encode_image(samples.render_picture(1600, 900, "png"), "png")
+SMALL_PNG = samples.encode_image(samples.render_picture(64, 48, "png"), "png")  # inlined
 WAV = samples.render_tone(2.0, 440.0)
 AVI = samples.build_avi(samples.render_frames(24, 320, 240), 320, 240, fps=12)
 BLOB = samples.sample_bytes(16 * 1024)
@@ -96,9 +97,20 @@ def module_worker(django_db_setup, django_db_blocker) -> Iterator[Any]:
     import chat.tasks  # noqa: F401  (registers the tasks)
     from config.celery import app
 
-    saved = {key: app.conf[key] for key in ("broker_url", "broker_transport_options")}
+    keys = ("broker_url", "broker_read_url", "broker_write_url", "broker_transport_options")
+    saved = {key: app.conf.get(key) for key in keys}
     _reset_broker_pools(app)
-    app.conf.update(broker_url="memory://", broker_transport_options={})
+    # Read/write URLs too: they win over a CELERY_BROKER_URL environment variable (the
+    # production profile sets one), broker_url does not.
+    app.conf.update(
+        broker_url="memory://",
+        broker_read_url="memory://",
+        broker_write_url="memory://",
+        broker_transport_options={},
+    )
+    # Earlier in-process tests published into the same in-memory broker (conftest) with no
+    # worker: those messages name rows of other tests, not ours.
+    app.control.purge()
     try:
         with (
             django_db_blocker.unblock(),
@@ -398,3 +410,73 @@ def test_an_asset_that_keeps_failing_is_rejected_after_the_attempt_limit(world, 
     assert media_store.persist_asset(asset_id=asset.pk) == "rejected"
     asset.refresh_from_db()
     assert asset.reason == "The media could not be processed after 10 attempts."
+
+
+def test_a_large_payload_is_staged_undecoded_and_the_worker_decodes_it(
+    worker, media_call, media_settings
+):
+    """Above chat.media.DEFER_DECODE_OVER the request path stages the base64 text as is;
+    the worker decodes it (strictly), stores the bytes, and cleans up both files."""
+    from chat.media import DEFER_DECODE_OVER
+    from chat.models import MediaAsset
+
+    video = samples.build_large_avi(DEFER_DECODE_OVER + 64 * 1024)
+    call = media_call([resource_block(video, "video/x-msvideo", "media://video/big.avi")])
+    (placeholder,) = [p["asset"] for p in call.result["parts"] if "asset" in p]
+    assert placeholder == {"id": placeholder["id"], "status": "staged", "size": len(video)}
+    assert MediaAsset.objects.get(pk=placeholder["id"]).staging_path.endswith(".b64")
+
+    (asset,) = wait_settled(call)
+    assert asset.status == "ready", asset.reason
+    assert asset.sha256 == hashlib.sha256(video).hexdigest() and asset.size == len(video)
+    assert stored_bytes(asset.storage_path) == video
+    assert (asset.width, asset.height) == (640, 360) and asset.poster_path
+    assert staged_files(media_settings) == []  # the .b64 file and the decoded copy
+
+
+def test_invalid_base64_of_a_large_payload_is_rejected_by_the_worker(
+    worker, media_call, media_settings
+):
+    from chat.media import DEFER_DECODE_OVER
+
+    text = "*" * (4 * (DEFER_DECODE_OVER // 3 + 8))  # right length, wrong alphabet
+    resource = {"uri": "media://files/x.bin", "mimeType": "application/octet-stream"}
+    call = media_call([{"type": "resource", "resource": {**resource, "blob": text}}])
+    (asset,) = wait_settled(call)
+    assert asset.status == "rejected"
+    assert asset.reason == "The media's data is not valid base64, so it was not stored."
+    assert staged_files(media_settings) == []
+
+
+def test_small_inline_media_is_type_checked_on_the_request_path(media_call, media_settings):
+    """Inlined payloads never reach the worker: the request path applies its checks."""
+    from chat.models import MediaAsset
+
+    media_settings.ATRIUM_MEDIA_INLINE_LIMIT = 64 * 1024
+    call = media_call([image_block(samples.build_zip()), image_block(SMALL_PNG)])
+    lie, fine = call.result["parts"]
+    assert lie == {
+        "type": "error",
+        "code": "media_rejected",
+        "message": "The file's content (ZIP archive) does not match its declared type image/png.",
+    }
+    assert fine["type"] == "image" and fine["src"].startswith("data:image/png;base64,")
+    assert not MediaAsset.objects.exists()
+
+
+def test_in_process_tests_publish_to_an_in_memory_broker(media_call, media_settings):
+    """tests/conftest.py: nothing is left in var/celery (or a developer's Redis) by tests
+    that run no worker."""
+    from django.conf import settings
+
+    from config.celery import app
+
+    assert app.conf.broker_write_url == app.conf.broker_read_url == "memory://"
+    queue = Path(settings.CELERY_DATA_DIR) / "queue"
+    before = sorted(queue.glob("*")) if queue.exists() else []
+    call = media_call([image_block(PNG)])  # staged: a message is published on commit
+    assert [p["asset"]["status"] for p in call.result["parts"] if "asset" in p] == ["staged"]
+    after = sorted(queue.glob("*")) if queue.exists() else []
+    assert after == before
+    with app.connection_for_write() as connection:
+        assert connection.transport.driver_type == "memory"

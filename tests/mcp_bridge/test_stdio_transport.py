@@ -266,7 +266,10 @@ async def test_50_mib_result_over_stdio(manager: ConnectionManager) -> None:
     assert base64.b64decode(blob[:1024])[:4] == b"RIFF"
     del result, blob
 
-    # Python-level peak of a second call: the joined line and the parsed string, no more.
+    # Python-level peak of a second call: the payload's text, once (the transport builds it
+    # in place from the bytes as they arrive). tracemalloc counts the text buffer's reserved
+    # capacity too: up to 33 MiB beyond its length while it grows (pages never written cost
+    # no RSS; tests/mcp_bridge/test_stdio_literals.py measures RSS).
     tracemalloc.start()
     try:
         await manager.call_tool(spec, "get_large", {"megabytes": 50})
@@ -275,7 +278,7 @@ async def test_50_mib_result_over_stdio(manager: ConnectionManager) -> None:
         tracemalloc.stop()
     print(f"\n50 MiB get_large over stdio: {elapsed:.2f} s, traced peak {peak / MIB:.0f} MiB")
     assert elapsed < 10, f"50 MiB over stdio took {elapsed:.1f} s"
-    assert peak < 2.5 * wire_size, f"peak {peak / MIB:.0f} MiB for {wire_size / MIB:.0f} MiB"
+    assert peak < wire_size + 40 * MIB, f"peak {peak / MIB:.0f} MiB for {wire_size / MIB:.0f} MiB"
 
 
 @pytest.mark.slow

@@ -1,0 +1,292 @@
+"""The lean UI tools/call path (DESIGN §9 round-trip budget) keeps every invariant of §8.
+
+A view's `tools/call` now reads its rows with lean statements (`bindings.audit.select_rows`),
+writes with `insert_row`/`update_row`, builds its events from memory and announces a
+quick call with its final event only. Nothing about the authority is cached: these tests
+change bindings, policies, catalogue rows and memberships behind the app's back (plain
+`QuerySet.update()`, no signals, no service) and expect the very next call to obey.
+"""
+
+from __future__ import annotations
+
+import pytest
+from channels.db import database_sync_to_async
+
+from tests.conftest import next_frame, toolcall_event
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+TOOL = "refresh"  # board: read-only, app-only
+
+
+@pytest.fixture(autouse=True)
+async def close_connections():
+    yield
+    from mcp_bridge import gateway
+
+    await gateway.close_all()
+
+
+class View:
+    """An opened board view on a socket, making `tools/call` requests like a browser."""
+
+    def __init__(self, communicator, token: str) -> None:
+        self.communicator = communicator
+        self.token = token
+        self.rid = 0
+
+    async def call(self, name: str = TOOL, arguments: dict | None = None) -> dict:
+        self.rid += 1
+        rid = f"call-{self.rid}"
+        await self.communicator.send_json_to(
+            {
+                "type": "view.request",
+                "rid": rid,
+                "token": self.token,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments or {}},
+            }
+        )
+        return await next_frame(
+            self.communicator,
+            lambda f: f.get("type") == "reply" and f.get("rid") == rid,
+            limit=200,
+        )
+
+
+async def _open_view(ws_connect, user, thread) -> View:
+    communicator, ok, _ = await ws_connect(user, thread.pk)
+    assert ok
+    await next_frame(communicator, lambda f: f.get("type") == "hello")
+    await communicator.send_json_to({"type": "message.post", "text": "/call board.list_items"})
+    done = await next_frame(communicator, toolcall_event("success", "list_items"))
+    await communicator.send_json_to(
+        {"type": "view.open", "toolCallId": done["data"]["id"], "rid": "open"}
+    )
+    opened = await next_frame(communicator, lambda f: f.get("rid") == "open")
+    assert opened["ok"], opened
+    return View(communicator, opened["result"]["token"])
+
+
+def _db(func):
+    return database_sync_to_async(func)()
+
+
+async def _denials(reason: str) -> int:
+    from bindings.models import AuditEvent
+
+    return await _db(
+        lambda: AuditEvent.objects.filter(
+            decision="denied", reason=reason, tool_name=TOOL, actor_kind="app_view"
+        ).count()
+    )
+
+
+# ------------------------------------------------------------------ statements per call
+
+
+async def test_a_view_tool_call_runs_a_small_fixed_set_of_lean_statements(
+    personas, board_server, ws_connect, monkeypatch
+):
+    from django.db.backends import utils
+
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    for _ in range(3):  # warm: connection, catalogue
+        assert (await view.call())["ok"]
+    statements: list[str] = []
+    original = utils.CursorWrapper._execute_with_wrappers
+
+    def counting(self, sql, params, many, executor):
+        statements.append(sql)
+        return original(self, sql, params, many, executor)
+
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", counting)
+    reply = await view.call()
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", original)
+    assert reply["ok"], reply
+    # membership; view + its server; BEGIN, binding, policy, tool, decision audit, call;
+    # BEGIN, result, result audit, sequence number, final event. (It was 18, five of them
+    # ORM-compiled joins, before: bench/README.md.)
+    assert len(statements) <= 14, statements
+    assert not [s for s in statements if " JOIN " in s.upper()], statements
+    inserts = [s.split()[2] for s in statements if s.startswith("INSERT")]
+    assert sorted(inserts) == sorted(
+        ['"bindings_auditevent"', '"bindings_auditevent"', '"chat_toolcall"', '"chat_threadevent"']
+    ), inserts
+
+
+# ------------------------------------------------------- authority: fresh on every call
+
+
+async def test_disabling_the_binding_refuses_the_very_next_call(personas, board_server, ws_connect):
+    from bindings.models import AppBinding
+
+    _server, binding = board_server
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    assert (await view.call())["ok"]
+    # Behind every service's back: no signal, no audit of the change, no cache to clear.
+    await _db(lambda: AppBinding.objects.filter(pk=binding.pk).update(enabled=False))
+    reply = await view.call()
+    assert reply["ok"] is False
+    assert reply["error"]["code"] == "binding_disabled"
+    assert await _denials("binding_disabled") == 1
+    await _db(lambda: AppBinding.objects.filter(pk=binding.pk).update(enabled=True))
+    assert (await view.call())["ok"]
+
+
+async def test_a_thread_binding_beats_the_workspace_binding(personas, board_server, ws_connect):
+    from bindings import services
+
+    server, _binding = board_server
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    assert (await view.call())["ok"]
+    await _db(
+        lambda: services.create_binding(
+            server=server, workspace=personas.workspace, thread=personas.thread
+        )
+    )
+    # The thread's own binding applies now (whatever order the database sorts NULLs in),
+    # and the view was opened under the workspace's.
+    reply = await view.call()
+    assert reply["ok"] is False
+    assert reply["error"]["code"] == "binding_mismatch"
+
+
+async def test_a_policy_change_decides_the_very_next_call(personas, board_server, ws_connect):
+    from bindings import services
+    from bindings.models import ToolPolicy
+
+    _server, binding = board_server
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    assert (await view.call())["ok"]
+    await _db(lambda: services.set_tool_policy(binding=binding, tool_name=TOOL, approval="deny"))
+    reply = await view.call()
+    assert reply["ok"] is False
+    assert reply["error"]["code"] == "policy_denies"
+    assert await _denials("policy_denies") == 1
+    # A narrowed visibility, written without the service.
+    await _db(
+        lambda: ToolPolicy.objects.filter(binding=binding, tool_name=TOOL).update(
+            approval="", visibility_override=["model"]
+        )
+    )
+    reply = await view.call()
+    assert reply["error"]["code"] == "tool_not_visible_to_app"
+    await _db(lambda: ToolPolicy.objects.filter(binding=binding, tool_name=TOOL).delete())
+    assert (await view.call())["ok"]
+
+
+async def test_a_catalogue_change_decides_the_very_next_call(personas, board_server, ws_connect):
+    from bindings.models import AppBinding
+    from mcp_bridge.models import Tool
+
+    server, binding = board_server
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    assert (await view.call())["ok"]
+    tool = Tool.objects.filter(server_id=server.pk, name=TOOL)
+    await _db(lambda: tool.update(visibility=["model"]))
+    reply = await view.call()
+    assert reply["error"]["code"] == "tool_not_visible_to_app"
+    await _db(lambda: tool.update(visibility=["app"]))
+    assert (await view.call())["ok"]
+    await _db(lambda: AppBinding.objects.filter(pk=binding.pk).update(enabled_tools=["list_items"]))
+    reply = await view.call()
+    assert reply["error"]["code"] == "tool_not_enabled"
+
+
+async def test_a_membership_change_decides_the_very_next_call(personas, board_server, ws_connect):
+    from chat.models import Membership
+
+    view = await _open_view(ws_connect, personas.member, personas.thread)
+    assert (await view.call())["ok"]
+    membership = Membership.objects.filter(user=personas.member, workspace=personas.workspace)
+    await _db(lambda: membership.update(role="viewer"))
+    reply = await view.call()
+    assert reply["ok"] is False
+    assert reply["error"]["code"] == "viewer_cannot_act"
+    await _db(lambda: membership.delete())
+    await view.communicator.send_json_to(
+        {
+            "type": "view.request",
+            "rid": "gone",
+            "token": view.token,
+            "method": "tools/call",
+            "params": {"name": TOOL, "arguments": {}},
+        }
+    )
+    reply = await next_frame(view.communicator, lambda f: f.get("rid") == "gone")
+    assert reply["error"]["code"] == "forbidden"
+
+
+# ------------------------------------------------------------- events built from memory
+
+
+async def test_events_built_from_memory_are_what_a_reload_reads(personas, board_server, ws_connect):
+    from chat.models import ThreadEvent
+    from chat.presenters import serialize_tool_call
+    from chat.selectors import tool_calls_queryset
+
+    # A person's call (list_items, opening the view), then a view's call.
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    assert (await view.call())["ok"]
+
+    def stored_and_reread():
+        pairs = []
+        for event in ThreadEvent.objects.filter(thread=personas.thread, kind="toolcall"):
+            call = tool_calls_queryset().get(pk=event.payload["id"])
+            pairs.append((event.payload, serialize_tool_call(call)))
+        return pairs
+
+    pairs = await _db(stored_and_reread)
+    running = [p for p, _ in pairs if p["status"] == "running"]
+    assert running, "a person's call announces itself at once"
+    for payload, reread in pairs:
+        if payload["status"] == "running":
+            continue  # the row has moved on since
+        assert payload == reread
+
+
+async def test_a_quick_view_call_has_only_its_final_event(personas, board_server, ws_connect):
+    from chat.models import ThreadEvent, ToolCall
+
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    assert (await view.call())["ok"]
+    call_id = await _db(lambda: ToolCall.objects.filter(tool_name=TOOL).get().pk)
+    statuses = await _db(
+        lambda: [
+            e.payload["status"]
+            for e in ThreadEvent.objects.filter(kind="toolcall").order_by("seq")
+            if e.payload["id"] == call_id
+        ]
+    )
+    assert statuses == ["success"]
+    # The decision was still audited before the call ran, and the call row recorded.
+    assert await _db(
+        lambda: (
+            ToolCall.objects.get(pk=call_id).origin == "app_view"
+            and ToolCall.objects.get(pk=call_id).started_at is not None
+        )
+    )
+
+
+async def test_a_slower_view_call_is_announced_before_its_final_event(
+    personas, board_server, ws_connect, monkeypatch
+):
+    from chat import toolcalls
+    from chat.models import ThreadEvent, ToolCall
+
+    monkeypatch.setattr(toolcalls, "ANNOUNCE_AFTER", 0.0)
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    for _ in range(5):
+        assert (await view.call())["ok"]
+
+    def statuses_per_call():
+        found: dict[int, list[str]] = {}
+        for event in ThreadEvent.objects.filter(kind="toolcall").order_by("seq"):
+            found.setdefault(event.payload["id"], []).append(event.payload["status"])
+        ids = ToolCall.objects.filter(tool_name=TOOL).values_list("pk", flat=True)
+        return [found[pk] for pk in ids]
+
+    for statuses in await _db(statuses_per_call):
+        # Either announced (then strictly before the result) or overtaken by the result.
+        assert statuses in (["running", "success"], ["success"]), statuses
