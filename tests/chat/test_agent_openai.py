@@ -347,7 +347,13 @@ async def test_a_message_during_a_turn_is_folded_into_the_next_turn(
     owner = await open_socket(ws_connect, personas.owner, personas.thread)
     member = await open_socket(ws_connect, personas.member, personas.thread)
     await owner.send_json_to({"type": "message.post", "text": "one", "rid": 1})
-    await next_frame(owner, lambda f: f.get("type") == "reply" and f.get("rid") == 1)
+    # "two" must arrive while the first turn runs, i.e. after it sent its request: the
+    # first streamed piece proves that (the rest follows 0.25 s later).
+    await next_frame(
+        owner,
+        lambda f: f.get("kind") == "message.delta" and "First" in f["data"]["delta"],
+        timeout=20,
+    )
     await member.send_json_to({"type": "message.post", "text": "two", "rid": 2})
     await next_frame(owner, _assistant(contains="Second answer."))
 
