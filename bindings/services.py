@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from . import policy
@@ -289,7 +290,7 @@ def binding_for(*, thread: Any, server_id: int) -> AppBinding | None:
     rows = list(
         AppBinding.objects.filter(server_id=server_id, workspace_id=thread.workspace_id)
         .filter(models_q_thread(thread.pk))
-        .order_by("-thread_id")
+        .order_by(F("thread_id").desc(nulls_last=True))
     )
     return rows[0] if rows else None
 
