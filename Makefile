@@ -33,7 +33,7 @@ run: $(STAMP)
 test: $(STAMP) browser mcp-servers
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
 # The same suite against PostgreSQL + Redis (channel layer and broker) on loopback.
 test-production: $(STAMP)
