@@ -73,6 +73,7 @@ class AuditEventType(IntEnum):
     CATALOGUE_REFRESHED = 210
     UI_RESOURCE_FETCHED = 220
     CSP_DOMAIN_DROPPED = 221
+    SANDBOX_PAGE_REFUSED = 230
 
     # 3xx — tool actions
     TOOL_CALL_MODEL = 300
@@ -141,6 +142,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.CATALOGUE_REFRESHED: "Tool catalogue refreshed",
     AuditEventType.UI_RESOURCE_FETCHED: "UI resource fetched",
     AuditEventType.CSP_DOMAIN_DROPPED: "CSP domain dropped",
+    AuditEventType.SANDBOX_PAGE_REFUSED: "Sandbox page refused on another server's origin",
     AuditEventType.TOOL_CALL_MODEL: "Tool call by the model",
     AuditEventType.TOOL_CALL_USER: "Tool call by a user",
     AuditEventType.TOOL_CALL_APP: "Tool call by an app view",
