@@ -772,14 +772,14 @@ def revoke_allowance(
     actor: Any,
     role: str | None,
     actor_label: str = "",
-    thread_id: int | None = None,
+    thread: Any = None,
 ) -> Allowance:
     """Revoke an allowance: the very next call it covered asks again, in every process.
 
     Owners and members may revoke a thread's allowance, owners a workspace's; an admin
     (``actor_label="admin"``, staff checked by the admin) may revoke any, since revoking
-    only narrows. ``thread_id``: the thread the request comes from (a thread's socket may
-    revoke only what applies to that thread). Refusals are audited.
+    only narrows. ``thread``: the thread the request comes from (a thread's socket may
+    revoke only what applies to that thread, in its workspace). Refusals are audited.
     """
     refused: BindingError | None = None
     with transaction.atomic():
@@ -790,7 +790,11 @@ def revoke_allowance(
             .first()
         )
         if allowance is None or (
-            thread_id is not None and allowance.thread_id not in (None, thread_id)
+            thread is not None
+            and (
+                allowance.workspace_id != thread.workspace_id
+                or allowance.thread_id not in (None, thread.pk)
+            )
         ):
             raise BindingError("not_found", "That allowance does not exist here.")
         admin = actor_label == "admin"

@@ -158,7 +158,7 @@ async def revoke_allowance(ctx: ActionContext, msg: dict[str, Any]) -> dict[str,
             allowance_id=allowance_id,
             actor=ctx.user,
             role=ctx.membership.role,
-            thread_id=ctx.thread.pk,
+            thread=ctx.thread,
         )
     except BindingError as exc:
         raise ActionError(exc.code, exc.message) from exc

@@ -223,3 +223,58 @@ async def test_consent_matrix(personas, consent_servers, ws_connect, persona, gr
     if decider is not owner:
         await decider.disconnect()
     await owner.disconnect()
+
+
+async def test_who_may_revoke_and_everyone_sees_it_live(personas, consent_servers, ws_connect):
+    """Workspace allowances: only owners revoke; a viewer or another workspace's owner
+    cannot; each refusal is audited; members see the list change live."""
+    from bindings.models import Allowance
+
+    slug, view_tool, tool, arguments = TOOLS["unannotated"]
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
+    viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
+    outsider = await open_socket(ws_connect, personas.outsider, personas.other_thread)
+    token = await _open_view(owner, slug, view_tool)
+    await _view_call(owner, token, tool, arguments, rid="first")
+    waiting = await next_frame(owner, toolcall_event("awaiting_approval", tool))
+    await owner.send_json_to(
+        {"type": "approval.decide", "approvalId": waiting["data"]["approval"]["id"],
+         "decision": "allow_workspace", "rid": "d"}
+    )  # fmt: skip
+    assert (await reply_frame(owner, "d"))["ok"]
+    shown = await next_frame(member, lambda f: f.get("kind") == "allowances")
+    (listed,) = shown["data"]["allowances"]
+    assert (listed["tool"], listed["scope"], listed["grantedBy"]["id"]) == (
+        tool,
+        "workspace",
+        personas.owner.pk,
+    )
+    allowance_id = listed["id"]
+
+    for sock, user, code in (
+        (member, personas.member, "forbidden"),
+        (viewer, personas.viewer, "forbidden"),
+        (outsider, personas.outsider, "not_found"),
+    ):
+        await sock.send_json_to({"type": "allowance.revoke", "allowanceId": allowance_id, "rid": 1})
+        answer = await reply_frame(sock, 1)
+        assert answer["ok"] is False and answer["error"]["code"] == code, answer
+        if code == "forbidden":
+            refused = await database_sync_to_async(_audit)(event_type=522, actor_user_id=user.pk)
+            assert [(r[1], r[2], r[4]["attempt"]) for r in refused] == [
+                ("denied", "forbidden", "revoke")
+            ]
+    assert await database_sync_to_async(Allowance.objects.filter(revoked_at=None).count)() == 1
+
+    await owner.send_json_to({"type": "allowance.revoke", "allowanceId": allowance_id, "rid": 2})
+    assert (await reply_frame(owner, 2))["ok"]
+    cleared = await next_frame(member, lambda f: f.get("kind") == "allowances")
+    assert cleared["data"]["allowances"] == []
+    revoked = await database_sync_to_async(_audit)(event_type=521)
+    assert [(r[1], r[2], r[3]) for r in revoked] == [("allowed", "revoked", personas.owner.pk)]
+    # The very next call asks again.
+    await _view_call(owner, token, tool, arguments, rid="after")
+    await next_frame(owner, toolcall_event("awaiting_approval", tool))
+    for sock in (owner, member, viewer, outsider):
+        await sock.disconnect()
