@@ -169,6 +169,7 @@ __all__ = [
     "default_approval",
     "derive_risk",
     "effective_risk",
+    "consults_allowance",
     "effective_visibility",
     "grantable_scopes",
 ]
@@ -654,6 +655,17 @@ def declares_destructive(tool: ToolSnap) -> bool:
     return tool.annotations.get("destructiveHint") is True
 
 
+def consults_allowance(tool: ToolSnap, policy: PolicySnap | None) -> bool:
+    """Whether an allowance can decide a (model's or view's) call of ``tool``: a write or
+    destructive tool under the default approval table, that its server does not declare
+    destructive. (Lets the service skip reading allowances for every other call.)"""
+    if policy is not None and policy.approval is not None:
+        return False
+    if declares_destructive(tool):
+        return False
+    return effective_risk(tool, policy) is not Risk.READ
+
+
 def grantable_scopes(
     *, tool: ToolSnap, policy: PolicySnap | None, binding: BindingSnap, role: Role | str | None
 ) -> tuple[Scope, ...]:
@@ -964,8 +976,7 @@ def decide(
         remembered = (
             allowance is not None
             and allowance.covers(binding=binding, tool=tool, thread=thread)
-            and admin_approval is None
-            and not declares_destructive(tool)
+            and consults_allowance(tool, policy)
         )
         if remembered:
             where = "this thread" if allowance.scope is Scope.THREAD else "this workspace"

@@ -150,7 +150,10 @@ def _decide(
     with transaction.atomic():
         # Binding, policy row and catalogue row: read fresh, in lean statements.
         found = call_authority(
-            thread=request.thread, server_id=request.server.pk, tool_name=request.tool_name
+            thread=request.thread,
+            server_id=request.server.pk,
+            tool_name=request.tool_name,
+            actor_kind=request.origin,
         )
         if tool is _READ:
             tool = found.tool
