@@ -233,6 +233,7 @@ def test_basic_own_call_runs_and_the_view_asks_once(open_as, consent_world, scre
     panel.locator("summary").click()
     expect(panel.locator(".allowance")).to_contain_text("Allowed by Olivia Park")
     themed_shot(page, panel, screenshots, "allowed-panel")
+    themed_shot(page, page.locator("#thread-app"), screenshots, "thread")
 
 
 # ---- system-monitor: one Allow in this thread, then it polls; reload; revoke ----------------
