@@ -783,12 +783,8 @@ def revoke_allowance(
     """
     refused: BindingError | None = None
     with transaction.atomic():
-        allowance = (
-            Allowance.objects.select_for_update()
-            .select_related("binding")
-            .filter(pk=allowance_id)
-            .first()
-        )
+        # No joins: PostgreSQL would lock the joined rows too (or refuse an outer join).
+        allowance = Allowance.objects.select_for_update().filter(pk=allowance_id).first()
         if allowance is None or (
             thread is not None
             and (
