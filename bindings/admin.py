@@ -15,7 +15,10 @@ Rules this module enforces:
   the same re-decision of the frozen call, the same audit events, and the call runs when
   approved. *Staff status is not a vote:* the admin user must be an owner or a member of
   the approval's workspace, exactly like in the chat; otherwise the admin shows an error
-  and nothing changes.
+  and nothing changes. Approving can also remember consent (an allowance in the thread, or
+  — owners — in the workspace), with the chat's rules (``policy.grantable_scopes``).
+- **Allowances are listed, never edited**: the only change is *Revoke* (staff may revoke
+  any allowance, since revoking only narrows; audited with the admin user as actor).
 - **The audit log is read-only** here: no add, no change, no delete, no bulk actions.
 """
 
@@ -43,7 +46,14 @@ from mcp_bridge.csp import CSP_CATEGORIES, PERMISSION_NAMES, validate_domain
 from . import policy, reports, services
 from .audit import record
 from .events import AuditEventType, Decision, EventCategory
-from .models import AppBinding, ApprovalRequest, ApprovalStatus, AuditEvent, ToolPolicy
+from .models import (
+    Allowance,
+    AppBinding,
+    ApprovalRequest,
+    ApprovalStatus,
+    AuditEvent,
+    ToolPolicy,
+)
 
 VISIBILITY_CHOICES = [("model", "model (offered to the model, /call)"), ("app", "app (its views)")]
 _SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.\-]*$")
@@ -556,7 +566,7 @@ def _under_server_loop() -> bool:
 
 
 async def _decide_via_chat(
-    *, approval_id: int, decider: Any, role: str, approve: bool, settle: bool
+    *, approval_id: int, decider: Any, role: str, approve: bool, settle: bool, remember: str = ""
 ) -> Any:
     """``chat.toolcalls.decide_approval`` from the admin's sync code.
 
@@ -574,7 +584,12 @@ async def _decide_via_chat(
     from mcp_bridge import gateway
 
     decide = toolcalls.decide_approval(
-        approval_id=approval_id, decider=decider, role=role, approve=approve
+        approval_id=approval_id,
+        decider=decider,
+        role=role,
+        approve=approve,
+        remember=remember,
+        actor_label="admin",
     )
     if not settle:
         loop = asyncio.get_running_loop()
@@ -590,9 +605,12 @@ async def _decide_via_chat(
     return await database_sync_to_async(type(call).objects.get)(pk=call.pk)
 
 
-def decide_from_admin(*, request: HttpRequest, approval: ApprovalRequest, approve: bool) -> str:
-    """Decide one approval as the admin user. Returns a message; raises ``PermissionError``
-    (not an owner/member) or ``services.BindingError`` (already decided, expired…)."""
+def decide_from_admin(
+    *, request: HttpRequest, approval: ApprovalRequest, approve: bool, remember: str = ""
+) -> str:
+    """Decide one approval as the admin user (``remember``: also allow the tool at that
+    scope). Returns a message; raises ``PermissionError`` (not an owner/member) or
+    ``services.BindingError`` (already decided, expired, may not allow…)."""
     workspace_id = approval.thread.workspace_id
     role = _role_in(request.user, workspace_id)
     if role not in ("owner", "member"):
@@ -602,15 +620,32 @@ def decide_from_admin(*, request: HttpRequest, approval: ApprovalRequest, approv
         )
     if approval.tool_call_id is None:
         services.decide_approval(
-            approval_id=approval.pk, decider=request.user, role=role, approve=approve
+            approval_id=approval.pk,
+            decider=request.user,
+            role=role,
+            approve=approve,
+            remember=remember,
+            actor_label="admin",
         )
         return f"{'Approved' if approve else 'Rejected'} {approval.tool_name} (no call to run)."
     settle = not _under_server_loop()
     call = async_to_sync(_decide_via_chat)(
-        approval_id=approval.pk, decider=request.user, role=role, approve=approve, settle=settle
+        approval_id=approval.pk,
+        decider=request.user,
+        role=role,
+        approve=approve,
+        settle=settle,
+        remember=remember,
     )
     verb = "Approved" if approve else "Rejected"
-    return f"{verb} {approval.tool_name} (#{approval.pk}); the call is {call.get_status_display()}."
+    where = {
+        "thread": " and allowed it in its thread",
+        "workspace": " and allowed it in the workspace",
+    }
+    return (
+        f"{verb} {approval.tool_name} (#{approval.pk}){where.get(remember, '')}; "
+        f"the call is {call.get_status_display()}."
+    )
 
 
 class WorkspaceFilter(admin.SimpleListFilter):
@@ -647,7 +682,13 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     list_select_related = ["server", "thread__workspace", "requested_by", "decided_by"]
     search_fields = ["tool_name", "arguments_digest", "reason"]
     date_hierarchy = "created_at"
-    actions = ["approve_selected", "reject_selected", "expire_due"]
+    actions = [
+        "approve_selected",
+        "allow_in_thread_selected",
+        "allow_in_workspace_selected",
+        "reject_selected",
+        "expire_due",
+    ]
     readonly_fields = [f.name for f in ApprovalRequest._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -673,11 +714,19 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             return "overdue"
         return timezone.localtime(obj.expires_at).strftime("%Y-%m-%d %H:%M")
 
-    def _decide(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest], approve: bool):
+    def _decide(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[ApprovalRequest],
+        approve: bool,
+        remember: str = "",
+    ):
         done = 0
         for approval in queryset.select_related("thread__workspace"):
             try:
-                text = decide_from_admin(request=request, approval=approval, approve=approve)
+                text = decide_from_admin(
+                    request=request, approval=approval, approve=approve, remember=remember
+                )
             except PermissionError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
             except services.BindingError as exc:
@@ -693,6 +742,25 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
     def approve_selected(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> None:
         self._decide(request, queryset, approve=True)
 
+    @admin.action(
+        description="Approve, and allow each tool in its thread (as yourself)",
+        permissions=["change"],
+    )
+    def allow_in_thread_selected(
+        self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]
+    ) -> None:
+        self._decide(request, queryset, approve=True, remember="thread")
+
+    @admin.action(
+        description="Approve, and always allow each tool for its app in the workspace "
+        "(owners, as yourself)",
+        permissions=["change"],
+    )
+    def allow_in_workspace_selected(
+        self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]
+    ) -> None:
+        self._decide(request, queryset, approve=True, remember="workspace")
+
     @admin.action(description="Reject selected requests (as yourself)", permissions=["change"])
     def reject_selected(self, request: HttpRequest, queryset: QuerySet[ApprovalRequest]) -> None:
         self._decide(request, queryset, approve=False)
@@ -705,6 +773,109 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             f"Expired {len(expired)} overdue request{'s' if len(expired) != 1 else ''}."
             if expired
             else "No pending request is overdue.",
+        )
+
+
+# ---------------------------------------------------------------------------- allowances
+
+
+class AllowanceStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "active"), ("revoked", "revoked")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+class AllowanceScopeFilter(admin.SimpleListFilter):
+    title = "scope"
+    parameter_name = "scope"
+
+    def lookups(self, request, model_admin):
+        return [("thread", "thread"), ("workspace", "workspace")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("thread", "workspace"):
+            return queryset.filter(thread__isnull=self.value() == "workspace")
+        return queryset
+
+
+@admin.register(Allowance)
+class AllowanceAdmin(admin.ModelAdmin):
+    """Every allowance ever granted: who, when, where, on which approval; revoke here."""
+
+    list_display = [
+        "tool_name",
+        "app",
+        "scope_label",
+        "workspace",
+        "thread",
+        "granted_by",
+        "created_at",
+        "state",
+        "approval",
+    ]
+    list_filter = [AllowanceStateFilter, AllowanceScopeFilter, "binding__server", "workspace"]
+    list_select_related = [
+        "binding__server",
+        "workspace",
+        "thread",
+        "granted_by",
+        "revoked_by",
+        "approval",
+    ]
+    search_fields = ["tool_name"]
+    date_hierarchy = "created_at"
+    actions = ["revoke_selected"]
+    readonly_fields = [f.name for f in Allowance._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    @admin.display(description="app", ordering="binding__server__name")
+    def app(self, obj: Allowance) -> str:
+        return obj.binding.server.name
+
+    @admin.display(description="scope")
+    def scope_label(self, obj: Allowance) -> str:
+        return "this thread" if obj.thread_id else "whole workspace"
+
+    @admin.display(description="state", ordering="revoked_at")
+    def state(self, obj: Allowance) -> str:
+        if obj.revoked_at is None:
+            return "active"
+        who = obj.revoked_by.get_username() if obj.revoked_by else "?"
+        when = timezone.localtime(obj.revoked_at).strftime("%Y-%m-%d %H:%M")
+        return f"revoked by {who}, {when}"
+
+    @admin.action(description="Revoke selected allowances", permissions=["change"])
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[Allowance]) -> None:
+        revoked = 0
+        for allowance in queryset.filter(revoked_at__isnull=True).order_by("pk"):
+            try:
+                services.revoke_allowance(
+                    allowance_id=allowance.pk, actor=request.user, role=None, actor_label="admin"
+                )
+            except services.BindingError as exc:
+                self.message_user(request, f"#{allowance.pk}: {exc.message}", messages.ERROR)
+            else:
+                revoked += 1
+        self.message_user(
+            request,
+            f"Revoked {revoked} allowance{'s' if revoked != 1 else ''}; the next calls they "
+            "covered ask again."
+            if revoked
+            else "Nothing to revoke: the selected allowances were already revoked.",
         )
 
 

@@ -9,7 +9,7 @@ that reports can group them by the hundreds digit:
 2xx   MCP servers and their catalogue (tools, UI resources, CSP)
 3xx   tool calls (who initiated them, and how they ended)
 4xx   view actions (everything an app view asks the host to do)
-5xx   approvals of risky tool calls
+5xx   approvals of risky tool calls; allowances (remembered consent)
 6xx   administration of app bindings and tool policies
 7xx   media persisted from tool results
 ====  =========================================================
@@ -102,6 +102,11 @@ class AuditEventType(IntEnum):
     APPROVAL_REJECTED = 502
     APPROVAL_EXPIRED = 503
     APPROVAL_CANCELLED = 504
+    # Allowances: consent remembered for a tool in a thread or a workspace.
+    ALLOWANCE_CREATED = 520
+    ALLOWANCE_REVOKED = 521
+    ALLOWANCE_REFUSED = 522  # granting or revoking one was refused
+    APPROVAL_DECISION_REFUSED = 523  # someone who may not decide approvals tried to
 
     # 6xx — bindings and policies (administration)
     BINDING_CREATED = 600
@@ -165,6 +170,10 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.APPROVAL_REJECTED: "Approval rejected",
     AuditEventType.APPROVAL_EXPIRED: "Approval expired",
     AuditEventType.APPROVAL_CANCELLED: "Approval cancelled",
+    AuditEventType.ALLOWANCE_CREATED: "Allowance granted",
+    AuditEventType.ALLOWANCE_REVOKED: "Allowance revoked",
+    AuditEventType.ALLOWANCE_REFUSED: "Allowance refused",
+    AuditEventType.APPROVAL_DECISION_REFUSED: "Approval decision refused",
     AuditEventType.BINDING_CREATED: "App binding created",
     AuditEventType.BINDING_CHANGED: "App binding changed",
     AuditEventType.BINDING_REMOVED: "App binding removed",

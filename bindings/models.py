@@ -160,6 +160,65 @@ class ApprovalRequest(models.Model):
         return f"{self.tool_name} ({self.status})"
 
 
+class Allowance(models.Model):
+    """Consent remembered: calls of ``tool_name`` under ``binding`` run without asking, in
+    one thread (``thread`` set) or in every thread of the workspace the binding covers.
+
+    Created only with an approval (``approval``: the request it was granted on), by an
+    owner or member (workspace scope: owners). Never deleted by the app: revoking sets
+    ``revoked_at``/``revoked_by`` and the decision stops reading it on the very next call.
+    """
+
+    binding = models.ForeignKey(AppBinding, on_delete=models.CASCADE, related_name="allowances")
+    workspace = models.ForeignKey(
+        "chat.Workspace", on_delete=models.CASCADE, related_name="allowances"
+    )
+    thread = models.ForeignKey(
+        "chat.Thread", null=True, blank=True, on_delete=models.CASCADE, related_name="allowances"
+    )
+    tool_name = models.CharField(max_length=200)
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approval = models.ForeignKey(
+        ApprovalRequest,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="allowances",
+        help_text="The approval request this allowance was granted on.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["binding", "tool_name", "revoked_at"]),
+            models.Index(fields=["thread", "revoked_at"]),
+        ]
+
+    def __str__(self) -> str:
+        where = f"thread {self.thread_id}" if self.thread_id else "workspace"
+        state = "revoked" if self.revoked_at else "active"
+        return f"{self.tool_name} in {where} ({state})"
+
+    @property
+    def scope(self) -> str:
+        return "thread" if self.thread_id else "workspace"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
 class AuditQuerySet(models.QuerySet):
     def update(self, **kwargs):
         raise PermissionError("Audit events are append-only: they cannot be changed.")

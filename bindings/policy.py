@@ -62,7 +62,7 @@ The rules, in the order they are checked (the first failing rule is the reason):
     (``invalid_display_mode``), and one the app declared in
     ``availableDisplayModes`` when it declared any
     (``display_mode_not_declared``; the service then reports the current mode).
-8.  **Risk and approval** (tool calls only). Risk is the admin's override if
+8.  **Risk and consent** (tool calls only). Risk is the admin's override if
     set, else derived from the tool's annotations (``derive_risk``). The
     approval rule is the admin's (``ToolPolicy.approval``) if set, else the
     default table (``default_approval``):
@@ -72,25 +72,35 @@ The rules, in the order they are checked (the first failing rule is the reason):
     ============  ======  =====  ========
     read          auto    auto   auto
     write         auto*   ask    ask
-    destructive   ask     ask    ask
+    destructive   auto*   ask    ask
     ============  ======  =====  ========
 
     ``deny`` denies (``policy_denies``; such a tool is not offered to the model
-    either). ``ask`` asks (``approval_required``) until the service replays the
-    request with ``Action.approved`` set — an approval recorded for exactly
-    these frozen arguments — and then allows (``approved``). ``auto`` allows:
-    ``ok`` for read tools; ``policy_auto_approved`` when an admin set ``auto``
-    on a risky tool (a standing approval, recorded in the audit log when the
-    policy was changed); ``self_approved`` (*) when a user runs a write tool
-    with their own explicit ``/call`` — the call is the approval, and the
-    service records it as ``approved`` with that user as approver.
+    either), whoever asks. Otherwise:
+
+    - (*) **A person's own call is consent.** A ``/call`` or tool-picker call
+      by an owner or member runs whatever the tool's risk (and whatever an
+      admin's ``ask``): ``user_initiated``, recorded as ``approved`` with that
+      person as approver. Viewers never get here (rule 3).
+    - ``ask`` asks (``approval_required``) until one of:
+      the service replays the request with ``Action.approved`` set — an
+      approval recorded for exactly these frozen arguments — (``approved``);
+      or an **allowance** covers the call (``allowance``): consent a member
+      gave for this tool of this binding, in this thread or in the whole
+      workspace, and that nobody revoked. An allowance never covers a tool the
+      server declares ``destructiveHint: true`` nor one an admin set to
+      ``ask`` explicitly (both ask for every call: see ``grantable_scopes``).
+    - ``auto`` allows: ``ok`` for read tools; ``policy_auto_approved`` when an
+      admin set ``auto`` on a risky tool (a standing approval, recorded in the
+      audit log when the policy was changed).
 
     So, as DESIGN §8.4 requires, a write or destructive tool never runs without
-    an approval recorded in the audit log, whoever initiated it: a granted
-    approval request, the user's own command, or the admin's standing policy.
-    Every decision is re-taken when an approved request is replayed, so an
-    approval does not survive a binding that was disabled or a policy that was
-    tightened in the meantime.
+    consent recorded in the audit log, whoever initiated it: the person's own
+    call, a granted approval, an allowance (whose creation is audited), or the
+    admin's standing policy. Every decision is re-taken when an approved
+    request is replayed, so an approval does not survive a binding that was
+    disabled or a policy that was tightened in the meantime; an allowance is
+    read afresh for every call, so revoking one decides the very next call.
 
 Risk derivation (MCP tool annotations are untrusted hints from the server; only
 real booleans count, so ``"false"`` is not ``False``). The MCP spec defaults are
@@ -103,9 +113,10 @@ nothing may be destructive. We follow the spec:
 - ``destructiveHint: false`` (and not read-only) → write;
 - otherwise (no annotations) → destructive.
 
-The cost is one confirmation when a user ``/call``s an unannotated tool (model
-and app calls of write tools ask anyway, so nothing else changes); an admin who
-knows better sets the tool's risk in its ``ToolPolicy``.
+Most published servers annotate nothing, so most tools rate destructive: a
+person's own call still runs at once, and a view's or the model's calls ask
+until someone allows the tool in the thread or workspace; an admin who knows
+better sets the tool's risk in its ``ToolPolicy``.
 
 Why a user's ``/call`` needs ``model`` visibility: app-only tools (visibility
 ``["app"]``) are internal to their UI — polling endpoints, callbacks that expect
@@ -137,6 +148,7 @@ __all__ = [
     "ActionKind",
     "Actor",
     "ActorKind",
+    "AllowanceSnap",
     "Approval",
     "ApprovalBasis",
     "BindingSnap",
@@ -157,7 +169,9 @@ __all__ = [
     "default_approval",
     "derive_risk",
     "effective_risk",
+    "consults_allowance",
     "effective_visibility",
+    "grantable_scopes",
 ]
 
 # Primary keys: compare like with like (an int id never equals a str id, which
@@ -247,6 +261,7 @@ class ApprovalBasis(StrEnum):
     SELF = "self"  # the user's own explicit /call
     GRANTED = "granted"  # an approval request for these exact arguments was granted
     POLICY = "policy"  # the admin set approval "auto" on this tool
+    ALLOWANCE = "allowance"  # a member allowed this tool in the thread or workspace
 
 
 class DisplayMode(StrEnum):
@@ -260,7 +275,9 @@ class Reason(StrEnum):
     never rename one."""
 
     OK = "ok"
-    SELF_APPROVED = "self_approved"
+    SELF_APPROVED = "self_approved"  # no longer decided (see USER_INITIATED); kept for old rows
+    USER_INITIATED = "user_initiated"
+    ALLOWANCE = "allowance"
     APPROVED = "approved"
     POLICY_AUTO_APPROVED = "policy_auto_approved"
     WRONG_ACTOR = "wrong_actor"
@@ -476,6 +493,34 @@ class PolicySnap:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AllowanceSnap:
+    """An unrevoked ``Allowance`` row: consent to run ``tool_name`` under binding
+    ``binding_id`` without asking, in one thread (``scope`` thread, ``thread_id``
+    set) or in every thread the binding covers (``scope`` workspace)."""
+
+    id: ObjectId
+    binding_id: ObjectId
+    tool_name: str
+    scope: Scope
+    workspace_id: ObjectId
+    thread_id: ObjectId | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scope", Scope(self.scope))
+        if (self.scope is Scope.THREAD) != (self.thread_id is not None):
+            raise ValueError("a thread allowance names its thread; a workspace one none")
+
+    def covers(self, *, binding: BindingSnap, tool: ToolSnap, thread: ThreadRef) -> bool:
+        """Whether this allowance applies to a call of ``tool`` under ``binding`` in
+        ``thread``."""
+        if self.binding_id != binding.id or self.tool_name != tool.name:
+            return False
+        if self.workspace_id != thread.workspace_id:
+            return False
+        return self.scope is Scope.WORKSPACE or self.thread_id == thread.id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Action:
     """What is asked. Fields other than ``kind`` and ``server_id`` matter only to
     the kinds that use them."""
@@ -538,7 +583,11 @@ class PolicyDecision:
             return Decision.DENIED
         if self.outcome is Outcome.ASK:
             return Decision.PENDING
-        if self.approval_basis in (ApprovalBasis.SELF, ApprovalBasis.GRANTED):
+        if self.approval_basis in (
+            ApprovalBasis.SELF,
+            ApprovalBasis.GRANTED,
+            ApprovalBasis.ALLOWANCE,
+        ):
             return Decision.APPROVED
         return Decision.ALLOWED
 
@@ -573,10 +622,10 @@ _DEFAULT_APPROVAL: Mapping[tuple[Risk, ActorKind], Approval] = MappingProxyType(
         (Risk.READ, ActorKind.USER): Approval.AUTO,
         (Risk.READ, ActorKind.MODEL): Approval.AUTO,
         (Risk.READ, ActorKind.APP_VIEW): Approval.AUTO,
-        (Risk.WRITE, ActorKind.USER): Approval.AUTO,  # the /call is the approval
+        (Risk.WRITE, ActorKind.USER): Approval.AUTO,  # the call is the consent
         (Risk.WRITE, ActorKind.MODEL): Approval.ASK,
         (Risk.WRITE, ActorKind.APP_VIEW): Approval.ASK,
-        (Risk.DESTRUCTIVE, ActorKind.USER): Approval.ASK,
+        (Risk.DESTRUCTIVE, ActorKind.USER): Approval.AUTO,  # the call is the consent
         (Risk.DESTRUCTIVE, ActorKind.MODEL): Approval.ASK,
         (Risk.DESTRUCTIVE, ActorKind.APP_VIEW): Approval.ASK,
     }
@@ -599,6 +648,45 @@ def effective_visibility(tool: ToolSnap, policy: PolicySnap | None) -> frozenset
     if policy is not None and policy.visibility_override is not None:
         visibility &= policy.visibility_override
     return visibility
+
+
+def declares_destructive(tool: ToolSnap) -> bool:
+    """The server itself says the tool destroys (``destructiveHint: true``)."""
+    return tool.annotations.get("destructiveHint") is True
+
+
+def consults_allowance(tool: ToolSnap, policy: PolicySnap | None) -> bool:
+    """Whether an allowance can decide a (model's or view's) call of ``tool``: a write or
+    destructive tool under the default approval table, that its server does not declare
+    destructive. (Lets the service skip reading allowances for every other call.)"""
+    if policy is not None and policy.approval is not None:
+        return False
+    if declares_destructive(tool):
+        return False
+    return effective_risk(tool, policy) is not Risk.READ
+
+
+def grantable_scopes(
+    *, tool: ToolSnap, policy: PolicySnap | None, binding: BindingSnap, role: Role | str | None
+) -> tuple[Scope, ...]:
+    """The scopes at which ``role`` may remember consent for ``tool`` (an allowance),
+    narrowest first; empty: only *Approve once*.
+
+    Nobody may remember consent for a tool its server declares destructive, nor for one
+    an admin set to ``ask`` explicitly (both mean "ask for every call"). Owners and
+    members may allow a tool in a thread; only owners in the whole workspace, and only
+    under a workspace binding (a thread binding covers one thread anyway).
+    """
+    role = _coerce_optional(Role, role)
+    if role not in (Role.OWNER, Role.MEMBER):
+        return ()
+    if declares_destructive(tool):
+        return ()
+    if policy is not None and policy.approval in (Approval.ASK, Approval.DENY):
+        return ()
+    if role is Role.OWNER and binding.scope is Scope.WORKSPACE:
+        return (Scope.THREAD, Scope.WORKSPACE)
+    return (Scope.THREAD,)
 
 
 # ------------------------------------------------------------------------ rule table
@@ -738,13 +826,16 @@ def decide(
     tool: ToolSnap | None,
     policy: PolicySnap | None,
     action: Action,
+    allowance: AllowanceSnap | None = None,
 ) -> PolicyDecision:
     """Decide ``action`` by ``actor`` in ``thread`` under ``binding``.
 
     ``binding`` is the binding of ``action.server_id`` that applies to the thread
     (``None`` if there is none); ``tool``/``policy`` are the catalogue row and
-    ``ToolPolicy`` of ``action.tool_name`` (``None`` if missing / not set). The
-    rules are listed in the module docstring, in the order they are checked.
+    ``ToolPolicy`` of ``action.tool_name`` (``None`` if missing / not set);
+    ``allowance`` the unrevoked allowance of that tool that applies to the thread,
+    if any (it is checked again here: one that does not cover the call is ignored).
+    The rules are listed in the module docstring, in the order they are checked.
     """
     kind = action.kind
     event_type = event_type_for_action(kind)
@@ -864,6 +955,16 @@ def decide(
         return deny(Reason.POLICY_DENIES, f"An administrator has blocked {tool.name} here.")
     if not rule.runs_tool:
         return result(Outcome.ALLOW, Reason.OK, f"{tool.name} is offered to the model.")
+    if risk is Risk.READ and approval is Approval.AUTO:
+        return result(Outcome.ALLOW, Reason.OK, "Allowed.")
+    if actor.kind is ActorKind.USER:
+        # Only owners and members get here (rule 3): their own call is their consent.
+        return result(
+            Outcome.ALLOW,
+            Reason.USER_INITIATED,
+            f"You ran {tool.name} yourself; your call is recorded as its approval.",
+            ApprovalBasis.SELF,
+        )
     if approval is Approval.ASK:
         if action.approved:
             return result(
@@ -872,6 +973,19 @@ def decide(
                 f"{tool.name} was approved.",
                 ApprovalBasis.GRANTED,
             )
+        remembered = (
+            allowance is not None
+            and allowance.covers(binding=binding, tool=tool, thread=thread)
+            and consults_allowance(tool, policy)
+        )
+        if remembered:
+            where = "this thread" if allowance.scope is Scope.THREAD else "this workspace"
+            return result(
+                Outcome.ALLOW,
+                Reason.ALLOWANCE,
+                f"{tool.name} is allowed in {where}.",
+                ApprovalBasis.ALLOWANCE,
+            )
         return result(
             Outcome.ASK,
             Reason.APPROVAL_REQUIRED,
@@ -879,17 +993,10 @@ def decide(
         )
     if risk is Risk.READ:
         return result(Outcome.ALLOW, Reason.OK, "Allowed.")
-    if admin_approval is Approval.AUTO:
-        return result(
-            Outcome.ALLOW,
-            Reason.POLICY_AUTO_APPROVED,
-            f"{tool.name} is pre-approved by an administrator.",
-            ApprovalBasis.POLICY,
-        )
-    # Only the default table reaches here: a user's own /call of a write tool.
+    # Only an admin's standing policy reaches here: `auto` on a risky tool.
     return result(
         Outcome.ALLOW,
-        Reason.SELF_APPROVED,
-        f"You ran {tool.name}; your command is recorded as its approval.",
-        ApprovalBasis.SELF,
+        Reason.POLICY_AUTO_APPROVED,
+        f"{tool.name} is pre-approved by an administrator.",
+        ApprovalBasis.POLICY,
     )

@@ -9,8 +9,8 @@ from mcp_bridge.models import Tool
 
 from . import policy
 from .audit import select_rows
-from .models import AppBinding, ToolPolicy
-from .services import binding_snap
+from .models import Allowance, AppBinding, ToolPolicy
+from .services import active_allowance, binding_snap, tool_snap
 
 
 @dataclass
@@ -50,20 +50,28 @@ def policy_snap_of(row: ToolPolicy | None) -> policy.PolicySnap | None:
 @dataclass(frozen=True)
 class CallAuthority:
     """What deciding one tool call reads: the binding that applies, the tool's policy row
-    under it, and the tool's catalogue row (None when absent)."""
+    under it, the tool's catalogue row and the allowance that covers it (None when
+    absent)."""
 
     binding: AppBinding | None
     policy: policy.PolicySnap | None
     tool: Tool | None
+    allowance: Allowance | None = None
 
 
-def call_authority(*, thread: Any, server_id: int, tool_name: str) -> CallAuthority:
+def call_authority(
+    *, thread: Any, server_id: int, tool_name: str, actor_kind: str = ""
+) -> CallAuthority:
     """The rows ``authorize()`` decides a tool call with, read fresh for every call.
 
-    Deliberately not cached: three lean statements (~0.05 ms each, see
+    The allowance is read only when one could decide the call (``policy.consults_allowance``;
+    never for a person's own call, which is its own consent).
+
+    Deliberately not cached: three or four lean statements (~0.05 ms each, see
     ``bindings.audit.select_rows``) cost less than checking a cache's freshness would, and a
-    binding disabled, a policy changed or a tool removed — by any process, through the
-    admin, a service or a plain ``QuerySet.update()`` — decides the very next call.
+    binding disabled, a policy changed, an allowance revoked or a tool removed — by any
+    process, through the admin, a service or a plain ``QuerySet.update()`` — decides the
+    very next call.
     """
     binding = None
     for row in select_rows(
@@ -82,7 +90,16 @@ def call_authority(*, thread: Any, server_id: int, tool_name: str) -> CallAuthor
     tools = select_rows(
         Tool, "server_id = %s AND name = %s AND present = %s", [server_id, tool_name, True]
     )
-    return CallAuthority(binding=binding, policy=rule, tool=tools[0] if tools else None)
+    tool = tools[0] if tools else None
+    allowance = None
+    if (
+        binding is not None
+        and tool is not None
+        and actor_kind != policy.ActorKind.USER
+        and policy.consults_allowance(tool_snap(tool, server_id, tool_name), rule)
+    ):
+        allowance = active_allowance(binding_id=binding.pk, thread=thread, tool_name=tool_name)
+    return CallAuthority(binding=binding, policy=rule, tool=tool, allowance=allowance)
 
 
 def bindings_for_thread(thread: Any) -> list[AppBinding]:

@@ -17,10 +17,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from . import policy
-from .audit import digest_arguments, record
+from .audit import digest_arguments, record, select_rows
 from .events import AuditEventType, Decision, event_type_for_action
-from .models import AppBinding, ApprovalRequest, ApprovalStatus, ToolPolicy
-from .signals import approvals_cancelled
+from .models import Allowance, AppBinding, ApprovalRequest, ApprovalStatus, ToolPolicy
+from .signals import allowances_changed, approvals_cancelled
 
 
 class BindingError(Exception):
@@ -362,6 +362,33 @@ def policy_snap(binding: AppBinding | None, tool_name: str | None) -> policy.Pol
     )
 
 
+def allowance_snap(row: Allowance | None) -> policy.AllowanceSnap | None:
+    if row is None:
+        return None
+    return policy.AllowanceSnap(
+        id=row.pk,
+        binding_id=row.binding_id,
+        tool_name=row.tool_name,
+        scope=row.scope,
+        workspace_id=row.workspace_id,
+        thread_id=row.thread_id,
+    )
+
+
+def active_allowance(*, binding_id: int, thread: Any, tool_name: str) -> Allowance | None:
+    """The unrevoked allowance of a tool under a binding that applies to a thread (the
+    thread's own before the workspace's), read fresh: one lean statement, never cached, so
+    a revocation by any process decides the very next call."""
+    rows = select_rows(
+        Allowance,
+        "binding_id = %s AND tool_name = %s AND revoked_at IS NULL"
+        " AND workspace_id = %s AND (thread_id = %s OR thread_id IS NULL)",
+        [binding_id, tool_name, thread.workspace_id, thread.pk],
+    )
+    rows.sort(key=lambda row: (row.thread_id is None, row.pk))
+    return rows[0] if rows else None
+
+
 @dataclass
 class Authorization:
     decision: policy.PolicyDecision
@@ -409,6 +436,12 @@ def authorize(
             binding_id=view.binding_id if view.binding_id is not None else -1,
             thread_id=view.thread_id,
         )
+    if preread is not None:
+        allowance = preread.allowance
+    elif binding is not None and name:
+        allowance = active_allowance(binding_id=binding.pk, thread=thread, tool_name=name)
+    else:
+        allowance = None
     decision = policy.decide(
         actor=policy.Actor(
             kind=actor_kind, user_id=getattr(user, "pk", None), role=role, view=view_ref
@@ -430,7 +463,9 @@ def authorize(
             recent_ui_messages=recent_ui_messages,
             available_display_modes=available_display_modes,
         ),
+        allowance=allowance_snap(allowance),
     )
+    used = allowance if decision.reason_code is policy.Reason.ALLOWANCE else None
     audit_id = 0
     if audit:
         event = record(
@@ -451,6 +486,12 @@ def authorize(
                 **({"url": url[:500]} if url else {}),
                 **({"view": view.pk} if view is not None else {}),
                 **({"risk": str(decision.risk)} if decision.risk else {}),
+                # Using an allowance: which consent this call ran on (its grant is audited).
+                **(
+                    {"allowance_id": used.pk, "allowance_scope": used.scope}
+                    if used is not None
+                    else {}
+                ),
                 **(extra or {}),
             },
         )
@@ -536,27 +577,281 @@ def create_approval(
 
 
 def decide_approval(
-    *, approval_id: int, decider: Any, role: str | None, approve: bool, reason: str = ""
+    *,
+    approval_id: int,
+    decider: Any,
+    role: str | None,
+    approve: bool,
+    reason: str = "",
+    remember: str = "",
+    actor_label: str = "",
 ) -> ApprovalRequest:
-    """A member approves or rejects a pending request. Viewers and outsiders cannot."""
+    """A member approves or rejects a pending request. Viewers and outsiders cannot.
+
+    ``remember`` (``"thread"`` or ``"workspace"``, with ``approve``): also allow the tool at
+    that scope from now on (an ``Allowance``, created in the same transaction and audited).
+    Who may remember what is ``policy.grantable_scopes``; a refusal is audited and leaves
+    the request pending, so the person can still approve it once.
+    """
+    if remember and (not approve or remember not in {scope.value for scope in policy.Scope}):
+        raise BindingError("invalid_message", "Only an approval can be remembered, per scope.")
+    refused: BindingError | None = None
     with transaction.atomic():
         approval = ApprovalRequest.objects.select_for_update().filter(pk=approval_id).first()
         if approval is None:
             raise BindingError("not_found", "That approval request does not exist.")
-        if role not in ("owner", "member"):
-            raise BindingError("forbidden", "Only owners and members can decide approvals.")
-        if approval.status != ApprovalStatus.PENDING:
-            raise BindingError("already_decided", f"This request was already {approval.status}.")
         now = timezone.now()
-        expired = approval.expires_at <= now
-        if expired:
+        expired = False
+        if role not in ("owner", "member"):
+            refused = _refuse_decision(approval, decider=decider, role=role)
+        elif approval.status != ApprovalStatus.PENDING:
+            raise BindingError("already_decided", f"This request was already {approval.status}.")
+        elif approval.expires_at <= now:
+            expired = True
             # Recorded (and committed with this block); the caller learns it below.
             _expire(approval, now)
+        elif remember and remember not in approval_offers(approval, role=role):
+            refused = _refuse_allowance(approval, decider=decider, scope=remember, role=role)
         else:
             _decide(approval, decider=decider, approve=approve, reason=reason, now=now)
+            if remember:
+                _create_allowance(
+                    approval, scope=remember, granter=decider, actor_label=actor_label
+                )
     if expired:
         raise BindingError("expired", "This approval request has expired.")
+    if refused is not None:
+        raise refused
     return approval
+
+
+def _refuse_decision(approval: ApprovalRequest, *, decider: Any, role: str | None) -> BindingError:
+    """Audit an attempt to decide by someone who may not (committed with the caller's
+    block: the request stays pending) and explain it."""
+    record(
+        event_type=AuditEventType.APPROVAL_DECISION_REFUSED,
+        decision=Decision.DENIED,
+        **_actor_fields(decider, "user"),
+        workspace_id=approval.thread.workspace_id,
+        thread_id=approval.thread_id,
+        binding_id=approval.binding_id,
+        server_id=approval.server_id,
+        tool_name=approval.tool_name,
+        action="approval",
+        reason="viewer_cannot_act" if role == "viewer" else "not_a_member",
+        extra={"approval_id": approval.pk, "role": role or ""},
+    )
+    return BindingError("forbidden", "Only owners and members can decide approvals.")
+
+
+def approval_offers(approval: ApprovalRequest, *, role: str | None) -> tuple[str, ...]:
+    """The scopes at which ``role`` may remember consent when deciding ``approval``
+    (empty: *Approve once* only). Reads the tool's catalogue row and policy afresh."""
+    from mcp_bridge.models import Tool
+
+    binding = approval.binding
+    tool = Tool.objects.filter(server_id=approval.server_id, name=approval.tool_name).first()
+    scopes = policy.grantable_scopes(
+        tool=tool_snap(tool, approval.server_id, approval.tool_name),
+        policy=policy_snap(binding, approval.tool_name),
+        binding=binding_snap(binding),
+        role=role,
+    )
+    return tuple(str(scope) for scope in scopes)
+
+
+def _allowance_record(
+    allowance: Allowance,
+    event_type: AuditEventType,
+    *,
+    decision: Decision,
+    actor: Any,
+    actor_label: str,
+    reason: str,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    record(
+        event_type=event_type,
+        decision=decision,
+        **_actor_fields(actor, actor_label or "user"),
+        workspace_id=allowance.workspace_id,
+        thread_id=allowance.thread_id,
+        binding_id=allowance.binding_id,
+        server_id=allowance.binding.server_id,
+        tool_name=allowance.tool_name,
+        action="allowance",
+        reason=reason,
+        extra={
+            "allowance_id": allowance.pk,
+            "scope": allowance.scope,
+            "approval_id": allowance.approval_id,
+            **(extra or {}),
+        },
+    )
+
+
+def _announce_allowances(allowance: Allowance) -> None:
+    """Tell chat (inside this transaction) which threads' allowances changed."""
+    allowances_changed.send(
+        sender=Allowance, workspace_id=allowance.workspace_id, thread_id=allowance.thread_id
+    )
+
+
+def _create_allowance(
+    approval: ApprovalRequest, *, scope: str, granter: Any, actor_label: str
+) -> Allowance:
+    """Remember the consent just given (the caller holds the approval's lock). An active
+    allowance of the same tool at the same scope is reused, not duplicated."""
+    thread_id = approval.thread_id if scope == policy.Scope.THREAD else None
+    workspace_id = approval.thread.workspace_id
+    existing = (
+        Allowance.objects.select_for_update()
+        .filter(
+            binding_id=approval.binding_id,
+            tool_name=approval.tool_name,
+            workspace_id=workspace_id,
+            thread_id=thread_id,
+            revoked_at__isnull=True,
+        )
+        .first()
+    )
+    if existing is not None:
+        return existing
+    allowance = Allowance.objects.create(
+        binding=approval.binding,
+        workspace_id=workspace_id,
+        thread_id=thread_id,
+        tool_name=approval.tool_name,
+        granted_by=granter,
+        approval=approval,
+    )
+    _allowance_record(
+        allowance,
+        AuditEventType.ALLOWANCE_CREATED,
+        decision=Decision.ALLOWED,
+        actor=granter,
+        actor_label=actor_label,
+        reason=f"allowed_in_{scope}",
+        extra={"risk": approval.risk},
+    )
+    _announce_allowances(allowance)
+    return allowance
+
+
+def _refuse_allowance(
+    approval: ApprovalRequest, *, decider: Any, scope: str, role: str | None
+) -> BindingError:
+    """Audit a refused grant (committed with the caller's block) and explain it."""
+    if role != "owner" and scope == policy.Scope.WORKSPACE:
+        code, message = "forbidden", "Only owners can allow a tool for the whole workspace."
+    else:
+        code, message = (
+            "cannot_allow",
+            f"{approval.tool_name} cannot be allowed in advance: every call needs its own "
+            "approval (the server declares it destructive, or an administrator requires it).",
+        )
+    record(
+        event_type=AuditEventType.ALLOWANCE_REFUSED,
+        decision=Decision.DENIED,
+        **_actor_fields(decider, "user"),
+        workspace_id=approval.thread.workspace_id,
+        thread_id=approval.thread_id,
+        binding_id=approval.binding_id,
+        server_id=approval.server_id,
+        tool_name=approval.tool_name,
+        action="allowance",
+        reason=code,
+        extra={"approval_id": approval.pk, "scope": scope, "role": role or ""},
+    )
+    return BindingError(code, message)
+
+
+def revoke_allowance(
+    *,
+    allowance_id: int,
+    actor: Any,
+    role: str | None,
+    actor_label: str = "",
+    thread: Any = None,
+) -> Allowance:
+    """Revoke an allowance: the very next call it covered asks again, in every process.
+
+    Owners and members may revoke a thread's allowance, owners a workspace's; an admin
+    (``actor_label="admin"``, staff checked by the admin) may revoke any, since revoking
+    only narrows. ``thread``: the thread the request comes from (a thread's socket may
+    revoke only what applies to that thread, in its workspace). Refusals are audited.
+    """
+    refused: BindingError | None = None
+    with transaction.atomic():
+        # No joins: PostgreSQL would lock the joined rows too (or refuse an outer join).
+        allowance = Allowance.objects.select_for_update().filter(pk=allowance_id).first()
+        if allowance is None or (
+            thread is not None
+            and (
+                allowance.workspace_id != thread.workspace_id
+                or allowance.thread_id not in (None, thread.pk)
+            )
+        ):
+            raise BindingError("not_found", "That allowance does not exist here.")
+        admin = actor_label == "admin"
+        may = admin or (
+            role == "owner" or (role == "member" and allowance.scope == policy.Scope.THREAD)
+        )
+        if not may:
+            code, message = (
+                "forbidden",
+                (
+                    "Only owners can revoke a workspace allowance."
+                    if role == "member"
+                    else "Only owners and members can revoke allowances."
+                ),
+            )
+        elif allowance.revoked_at is not None:
+            code, message = "already_revoked", "This allowance was already revoked."
+        else:
+            code = message = ""
+        if code:
+            _allowance_record(
+                allowance,
+                AuditEventType.ALLOWANCE_REFUSED,
+                decision=Decision.DENIED,
+                actor=actor,
+                actor_label=actor_label,
+                reason=code,
+                extra={"attempt": "revoke", "role": role or ""},
+            )
+            refused = BindingError(code, message)
+        else:
+            allowance.revoked_at = timezone.now()
+            allowance.revoked_by = actor
+            allowance.save(update_fields=["revoked_at", "revoked_by"])
+            _allowance_record(
+                allowance,
+                AuditEventType.ALLOWANCE_REVOKED,
+                decision=Decision.ALLOWED,
+                actor=actor,
+                actor_label=actor_label,
+                reason="revoked",
+            )
+            _announce_allowances(allowance)
+    if refused is not None:
+        raise refused
+    return allowance
+
+
+def covered_pending_approvals(*, approval: ApprovalRequest, scope: str) -> list[int]:
+    """Ids of the other requests still pending that allowing ``approval``'s tool at
+    ``scope`` covers (e.g. the polls a view made while the first one waited): the caller
+    settles them on the strength of the new allowance."""
+    pending = ApprovalRequest.objects.filter(
+        binding_id=approval.binding_id,
+        tool_name=approval.tool_name,
+        status=ApprovalStatus.PENDING,
+        thread__workspace_id=approval.thread.workspace_id,
+    ).exclude(pk=approval.pk)
+    if scope == policy.Scope.THREAD:
+        pending = pending.filter(thread_id=approval.thread_id)
+    return list(pending.order_by("pk").values_list("pk", flat=True))
 
 
 def _decide(approval: ApprovalRequest, *, decider: Any, approve: bool, reason: str, now) -> None:

@@ -77,8 +77,15 @@ def serialize_tool_call(call: ToolCall) -> dict[str, Any]:
 def _approval_payload(approval: Any) -> dict[str, Any] | None:
     if approval is None:
         return None
+    offers: list[str] = []
+    if approval.status == "pending":
+        from bindings.services import approval_offers
+
+        # What an owner may remember (members: "thread" only; the server re-checks).
+        offers = list(approval_offers(approval, role="owner"))
     return {
         "id": approval.pk,
+        "offers": offers,
         "status": approval.status,
         "risk": approval.risk,
         "requestedByKind": approval.requested_by_kind,
@@ -86,6 +93,20 @@ def _approval_payload(approval: Any) -> dict[str, Any] | None:
         "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,
         "expiresAt": approval.expires_at.isoformat(),
         "reason": approval.reason,
+    }
+
+
+def serialize_allowance(allowance: Any) -> dict[str, Any]:
+    """An active allowance as the thread's "Allowed in this thread" panel shows it."""
+    server = allowance.binding.server
+    return {
+        "id": allowance.pk,
+        "tool": allowance.tool_name,
+        "scope": allowance.scope,
+        "server": {"id": server.pk, "slug": server.slug, "name": server.name},
+        "grantedBy": _user_payload(allowance.granted_by),
+        "createdAt": allowance.created_at.isoformat(),
+        "approvalId": allowance.approval_id,
     }
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
+
 from .models import Membership, Message, Thread, ToolCall, Workspace
-from .presenters import serialize_message, serialize_tool_call
+from .presenters import serialize_allowance, serialize_message, serialize_tool_call
 
 
 def membership_for(*, user: Any, workspace_id: int) -> Membership | None:
@@ -43,6 +45,20 @@ def tool_calls_queryset():
     ).defer("ui_resource__text")
 
 
+def thread_allowances(*, thread: Thread) -> list[dict[str, Any]]:
+    """The active allowances that apply to a thread: its own and its workspace's (under a
+    workspace binding: a thread binding of the same server shadows those), oldest first."""
+    from bindings.models import Allowance
+
+    rows = (
+        Allowance.objects.filter(workspace_id=thread.workspace_id, revoked_at__isnull=True)
+        .filter(Q(thread_id=thread.pk) | Q(thread__isnull=True, binding__thread__isnull=True))
+        .select_related("binding__server", "granted_by")
+        .order_by("created_at", "id")
+    )
+    return [serialize_allowance(row) for row in rows]
+
+
 def thread_snapshot(*, thread: Thread) -> dict[str, Any]:
     """Everything a client needs to render the thread now, in the live payload shapes."""
     messages = list(Message.objects.filter(thread=thread).select_related("author").order_by("id"))
@@ -52,6 +68,7 @@ def thread_snapshot(*, thread: Thread) -> dict[str, Any]:
         "lastSeq": thread.last_seq,
         "messages": [serialize_message(m) for m in messages],
         "toolCalls": [serialize_tool_call(c) for c in calls],
+        "allowances": thread_allowances(thread=thread),
     }
 
 
@@ -60,6 +77,7 @@ __all__ = [
     "thread_with_membership",
     "workspaces_for",
     "threads_for",
+    "thread_allowances",
     "thread_snapshot",
     "tool_calls_queryset",
 ]

@@ -150,7 +150,10 @@ def _decide(
     with transaction.atomic():
         # Binding, policy row and catalogue row: read fresh, in lean statements.
         found = call_authority(
-            thread=request.thread, server_id=request.server.pk, tool_name=request.tool_name
+            thread=request.thread,
+            server_id=request.server.pk,
+            tool_name=request.tool_name,
+            actor_kind=request.origin,
         )
         if tool is _READ:
             tool = found.tool
@@ -564,11 +567,26 @@ async def execute(
         )
 
 
-def _approval_outcome(*, approval_id: int, decider: Any, role: str | None, approve: bool):
+def _approval_outcome(
+    *,
+    approval_id: int,
+    decider: Any,
+    role: str | None,
+    approve: bool,
+    remember: str = "",
+    reason: str = "",
+    actor_label: str = "",
+):
     """Record the decision; for an approval, re-decide the frozen call and mark it running."""
     try:
         approval = authority.decide_approval(
-            approval_id=approval_id, decider=decider, role=role, approve=approve
+            approval_id=approval_id,
+            decider=decider,
+            role=role,
+            approve=approve,
+            remember=remember,
+            reason=reason,
+            actor_label=actor_label,
         )
     except authority.BindingError as exc:
         if exc.code == "expired":
@@ -654,14 +672,54 @@ def _role_of(user: Any, thread: Thread) -> str | None:
     return membership.role if membership else None
 
 
+def _settle_covered(*, approval_id: int, scope: str, decider: Any, role: str | None):
+    """Approve, on the strength of the allowance just granted, the other pending requests
+    it covers (a polling view asks again every few seconds while the first card waits).
+    Each is decided and re-authorized like any approval. Returns the calls to run."""
+    approval = ApprovalRequest.objects.select_related("thread").get(pk=approval_id)
+    runnable = []
+    for other_id in authority.covered_pending_approvals(approval=approval, scope=scope):
+        try:
+            call, run = _approval_outcome(
+                approval_id=other_id,
+                decider=decider,
+                role=role,
+                approve=True,
+                reason=f"allowed_in_{scope}",
+            )
+        except authority.BindingError:
+            continue  # decided meanwhile by someone else, or expired
+        if run and call is not None:
+            runnable.append(call)
+    return runnable
+
+
 async def decide_approval(
-    *, approval_id: int, decider: Any, role: str | None, approve: bool
+    *,
+    approval_id: int,
+    decider: Any,
+    role: str | None,
+    approve: bool,
+    remember: str = "",
+    actor_label: str = "",
 ) -> ToolCall:
+    """Decide an approval; ``remember`` ("thread" / "workspace") also allows the tool at
+    that scope (see ``bindings.services.decide_approval``) and settles what it covers."""
     call, run = await database_sync_to_async(_approval_outcome)(
-        approval_id=approval_id, decider=decider, role=role, approve=approve
+        approval_id=approval_id,
+        decider=decider,
+        role=role,
+        approve=approve,
+        remember=remember,
+        actor_label=actor_label,
     )
     if run and call is not None:
         runtime.spawn(task_key(call.pk), execute(call.pk))
+    if remember:
+        for other in await database_sync_to_async(_settle_covered)(
+            approval_id=approval_id, scope=remember, decider=decider, role=role
+        ):
+            runtime.spawn(task_key(other.pk), execute(other.pk))
     return call
 
 

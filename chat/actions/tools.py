@@ -1,4 +1,5 @@
-"""Tool actions from people: the picker, /call, cancelling, and deciding approvals."""
+"""Tool actions from people: the picker, /call, cancelling, deciding approvals, revoking
+allowances."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
+from bindings.policy import ActionKind
 from bindings.selectors import ensure_thread_catalogues, offered_tools
-from bindings.services import BindingError
+from bindings.services import BindingError, record_refused_request
+from bindings.services import revoke_allowance as revoke
 from mcp_bridge.models import McpServer
 
 from .. import runtime, toolcalls
@@ -34,10 +37,22 @@ def _server(slug: str) -> McpServer | None:
 async def call_tool_as_user(
     ctx: ActionContext, server_slug: str, tool_name: str, arguments: Any, message: Any = None
 ) -> ToolCall:
+    server = await _server(server_slug) if isinstance(server_slug, str) else None
+    if not ctx.can_act:
+        # Viewers never call; the refusal is audited like the policy's own (rule 3).
+        await database_sync_to_async(record_refused_request)(
+            action_kind=ActionKind.USER_TOOL_CALL,
+            actor_kind="user",
+            user=ctx.user,
+            thread=ctx.thread,
+            server_id=getattr(server, "pk", None),
+            binding_id=None,
+            reason="viewer_cannot_act",
+            extra={"tool": str(tool_name)[:200]},
+        )
     require_actor(ctx)
     if not isinstance(arguments, dict):
         raise ActionError("invalid_arguments", "Tool arguments must be a JSON object.")
-    server = await _server(server_slug) if isinstance(server_slug, str) else None
     if server is None:
         raise ActionError("server_not_found", f"There is no enabled server named '{server_slug}'.")
     if not isinstance(tool_name, str) or not tool_name:
@@ -90,29 +105,64 @@ async def cancel_tool(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]
     return {"cancelled": True}
 
 
+# decision → (approve?, remember at scope)
+APPROVAL_DECISIONS = {
+    "approve": (True, ""),
+    "allow_thread": (True, "thread"),
+    "allow_workspace": (True, "workspace"),
+    "reject": (False, ""),
+}
+
+
 @action("approval.decide")
 async def decide_approval(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
-    require_actor(ctx)
+    # No require_actor: a viewer's attempt is refused (and audited) by the service.
     approval_id = msg.get("approvalId")
     decision = msg.get("decision")
-    if not isinstance(approval_id, int) or decision not in ("approve", "reject"):
+    if (
+        not isinstance(approval_id, int)
+        or not isinstance(decision, str)
+        or decision not in APPROVAL_DECISIONS
+    ):
         raise ActionError(
-            "invalid_message", "Send approvalId and decision ('approve' or 'reject')."
+            "invalid_message",
+            "Send approvalId and decision: 'approve' (once), 'allow_thread', "
+            "'allow_workspace' or 'reject'.",
         )
     if not await database_sync_to_async(_approval_in_thread)(approval_id, ctx.thread.pk):
         raise ActionError("not_found", "That approval request is not in this thread.")
+    approve, remember = APPROVAL_DECISIONS[decision]
     try:
         call = await toolcalls.decide_approval(
             approval_id=approval_id,
             decider=ctx.user,
             role=ctx.membership.role,
-            approve=decision == "approve",
+            approve=approve,
+            remember=remember,
         )
     except BindingError as exc:
         raise ActionError(exc.code, exc.message) from exc
     if call is None:
         return {"toolCallId": None, "status": "decided"}
     return {"toolCallId": call.pk, "status": call.status}
+
+
+@action("allowance.revoke")
+async def revoke_allowance(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    """Revoke an allowance that applies to this thread: the next call it covered asks."""
+    allowance_id = msg.get("allowanceId")
+    if not isinstance(allowance_id, int) or isinstance(allowance_id, bool):
+        raise ActionError("invalid_message", "Send allowanceId (a number).")
+    try:
+        await database_sync_to_async(revoke)(
+            allowance_id=allowance_id,
+            actor=ctx.user,
+            role=ctx.membership.role,
+            thread=ctx.thread,
+        )
+    except BindingError as exc:
+        raise ActionError(exc.code, exc.message) from exc
+    return {"revoked": allowance_id}
 
 
 def _approval_in_thread(approval_id: int, thread_id: int) -> bool:

@@ -75,6 +75,7 @@
   function renderOpts(call) {
     return {
       canAct: canAct(),
+      isOwner: role === "owner",
       compact: !!(call && call.parentView),
       appName: function (callId) {
         var c = calls.get(callId);
@@ -400,6 +401,23 @@
     placeCall(call);
   }
 
+  // ---- allowances ("Allowed in this thread") -------------------------------------------
+
+  var allowances = snapshot.allowances || [];
+  var allowancesEl = null;
+
+  function applyAllowances(list) {
+    if (Array.isArray(list)) allowances = list;
+    var open = allowancesEl ? allowancesEl.open : false;
+    var fresh = R.renderAllowances(allowances, { canAct: canAct(), isOwner: role === "owner" });
+    fresh.id = "allowances";
+    fresh.open = open;
+    if (allowancesEl) allowancesEl.replaceWith(fresh);
+    else els.timeline.parentNode.insertBefore(fresh, els.timeline);
+    allowancesEl = fresh;
+    allowancesEl.addEventListener("click", onTimelineAction);
+  }
+
   function applyMedia(data) {
     if (!data || data.id === undefined) return;
     var part = null;
@@ -446,6 +464,9 @@
           break;
         case "approval":
           applyApproval(data);
+          break;
+        case "allowances":
+          applyAllowances(data && data.allowances);
           break;
         default:
           break; // unknown kinds are for other listeners
@@ -697,10 +718,11 @@
     } else if (!could && canAct()) {
       toast("Your role changed: reload the page to start posting.", "info");
     }
-    // Approve / Reject / Cancel buttons follow the role.
+    // Approve / Reject / Cancel / Revoke buttons follow the role.
     calls.forEach(function (call) {
       placeCall(call);
     });
+    if (allowancesEl) applyAllowances();
   }
 
   function setComposerEnabled(enabled, placeholder) {
@@ -1124,13 +1146,17 @@
     return /^\d+$/.test(raw) ? Number(raw) : raw;
   }
 
-  els.list.addEventListener("click", function (event) {
+  var DECISIONS = { approve: 1, allow_thread: 1, allow_workspace: 1, reject: 1 };
+
+  function onTimelineAction(event) {
     var btn = event.target instanceof Element ? event.target.closest("button[data-action]") : null;
     if (!btn) return;
     var action = btn.dataset.action;
     var msg = null;
-    if (action === "approve" || action === "reject") {
+    if (DECISIONS[action]) {
       msg = { type: "approval.decide", approvalId: idValue(btn.dataset.approvalId), decision: action };
+    } else if (action === "revoke-allowance") {
+      msg = { type: "allowance.revoke", allowanceId: idValue(btn.dataset.allowanceId) };
     } else if (action === "cancel-tool") {
       msg = { type: "tool.cancel", toolCallId: idValue(btn.dataset.toolCallId) };
     } else {
@@ -1160,7 +1186,8 @@
         btn.classList.remove("is-busy");
       }
     );
-  });
+  }
+  els.list.addEventListener("click", onTimelineAction);
 
   // ---- start ---------------------------------------------------------------------------
 
@@ -1195,6 +1222,7 @@
   (snapshot.toolCalls || []).forEach(function (call) {
     placeCall(call);
   });
+  applyAllowances(allowances);
   scrollToBottom();
 
   bindComposer();

@@ -214,6 +214,40 @@
   var JSON_TOKEN = /("(?:\\u[a-fA-F0-9]{4}|\\[^u]|[^\\"])*"(\s*:)?|\b(?:true|false|null)\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g;
 
   /** Pretty, syntax-highlighted JSON in a <pre>. */
+  /* The "Allowed in this thread" panel: what runs here without asking, who allowed it,
+   * and (for those who may) Revoke. opts.canAct, opts.isOwner. Empty list: nothing. */
+  function renderAllowances(allowances, opts) {
+    var list = allowances || [];
+    var panel = h("details", { class: "allowances", attrs: { "aria-label": "Allowed in this thread" } });
+    panel.hidden = !list.length;
+    panel.appendChild(
+      h("summary", { class: "allowances-summary" },
+        icon("shield"),
+        h("span", { class: "allowances-title", text: "Allowed in this thread" }),
+        h("span", { class: "allowances-count", text: String(list.length) }),
+        h("span", { class: "allowances-hint", text: list.map(function (a) { return a.tool; }).join(", ") }),
+        icon("chevron", "allowances-chevron"))
+    );
+    var body = h("ul", { class: "allowances-list" });
+    list.forEach(function (a) {
+      var who = (a.grantedBy && a.grantedBy.name) || "someone";
+      var mayRevoke = opts.canAct && (a.scope === "thread" || opts.isOwner);
+      body.appendChild(
+        h("li", { class: "allowance", data: { allowanceId: a.id } },
+          h("div", { class: "allowance-main" },
+            h("code", { class: "allowance-tool", text: a.tool }),
+            h("span", { class: "allowance-app", text: (a.server && a.server.name) || "" }),
+            h("span", { class: "scope-badge scope-" + a.scope, text: a.scope === "thread" ? "This thread" : "Whole workspace" })),
+          h("span", { class: "allowance-meta", attrs: { title: formatFull(a.createdAt) }, text: "Allowed by " + who + " · " + formatRelative(a.createdAt) }),
+          mayRevoke
+            ? h("button", { class: "btn btn-ghost btn-sm allowance-revoke", text: "Revoke", attrs: { type: "button", "aria-label": "Revoke " + a.tool }, data: { action: "revoke-allowance", allowanceId: a.id } })
+            : null)
+      );
+    });
+    panel.appendChild(body);
+    return panel;
+  }
+
   function renderJson(value, cls) {
     var text;
     try {
@@ -514,14 +548,29 @@
     box.appendChild(h("p", { class: "approval-args-label", text: "It will run with exactly these arguments:" }));
     box.appendChild(renderJson(call.arguments || {}, "approval-args"));
     if (opts.canAct) {
-      box.appendChild(
-        h(
-          "div",
-          { class: "approval-actions" },
-          h("button", { class: "btn btn-primary btn-sm", text: "Approve", attrs: { type: "button" }, data: { action: "approve", approvalId: approval.id, toolCallId: call.id } }),
-          h("button", { class: "btn btn-danger-soft btn-sm", text: "Reject", attrs: { type: "button" }, data: { action: "reject", approvalId: approval.id, toolCallId: call.id } })
-        )
-      );
+      // Consent at the right scope: once, in this thread, or (owners) in the workspace.
+      var offers = approval.offers || [];
+      var appName = (call.server && call.server.name) || "this app";
+      var ids = { approvalId: approval.id, toolCallId: call.id };
+      var actions = h("div", { class: "approval-actions" });
+      actions.appendChild(h("button", { class: "btn btn-primary btn-sm", text: "Approve once", attrs: { type: "button" }, data: Object.assign({ action: "approve" }, ids) }));
+      if (offers.indexOf("thread") !== -1) {
+        actions.appendChild(
+          h("button", { class: "btn btn-secondary btn-sm", attrs: { type: "button", title: "Calls of " + call.tool + " in this thread run without asking until someone revokes it" }, data: Object.assign({ action: "allow_thread" }, ids) },
+            "Allow ", h("code", { text: call.tool }), " in this thread")
+        );
+      }
+      if (opts.isOwner && offers.indexOf("workspace") !== -1) {
+        actions.appendChild(
+          h("button", { class: "btn btn-secondary btn-sm", attrs: { type: "button", title: "Calls of " + call.tool + " run without asking in every thread of this workspace until someone revokes it" }, data: Object.assign({ action: "allow_workspace" }, ids) },
+            "Always allow ", h("code", { text: call.tool }), " for " + appName + " in this workspace")
+        );
+      }
+      actions.appendChild(h("button", { class: "btn btn-danger-soft btn-sm", text: "Reject", attrs: { type: "button" }, data: Object.assign({ action: "reject" }, ids) }));
+      box.appendChild(actions);
+      if (!offers.length) {
+        box.appendChild(h("p", { class: "approval-note" }, icon("info"), "Every call of this tool needs its own approval."));
+      }
     } else {
       box.appendChild(h("p", { class: "approval-readonly" }, icon("info"), "Only owners and members can approve or reject this call."));
     }
@@ -937,6 +986,7 @@
     renderToolCall: renderToolCall,
     renderProgress: renderProgress,
     renderApproval: renderApproval,
+    renderAllowances: renderAllowances,
     renderPart: renderPart,
     renderMedia: renderMedia,
     renderJson: renderJson,

@@ -504,7 +504,8 @@ def test_refresh_catalogue_action_reports_success_and_failure(admin_client, boar
 
 @pytest.fixture
 def pending_delete(personas, board_server):
-    """A real /call of the destructive board tool, waiting for approval."""
+    """The model's call of the destructive board tool, waiting for approval (a person's
+    own /call would be its own consent)."""
     from bindings.models import ApprovalRequest
     from chat import toolcalls
     from mcp_bridge import gateway, services
@@ -520,7 +521,7 @@ def pending_delete(personas, board_server):
             server=server,
             tool_name="delete_item",
             arguments={"id": "ATR-101"},
-            origin="user",
+            origin="model",
             user=personas.member,
             role="member",
         ),
@@ -558,7 +559,7 @@ def test_owner_approves_in_the_admin_and_the_call_runs(admin_client, personas, p
     assert call.status == "success", call.error
     (granted,) = _events(T.APPROVAL_APPROVED)
     assert granted.actor_user_id == personas.owner.pk and granted.latency_ms is not None
-    assert [e.decision for e in _events(T.TOOL_CALL_USER)][-1] == "approved"
+    assert [e.decision for e in _events(T.TOOL_CALL_MODEL)][-1] == "approved"
     assert len(_events(T.TOOL_CALL_COMPLETED)) == 1
 
 
@@ -794,7 +795,7 @@ server = McpServer.objects.get(slug="board")
 call, outcome = toolcalls.record_decision(
     request=toolcalls.CallRequest(
         thread=Thread.objects.get(title="Launch plan"), server=server, tool_name="delete_item",
-        arguments={"id": "ATR-101"}, origin="user",
+        arguments={"id": "ATR-101"}, origin="model",
         user=get_user_model().objects.get(username="marco"), role="member"),
     tool=Tool.objects.get(server=server, name="delete_item"))
 print(call.approval.pk, outcome)

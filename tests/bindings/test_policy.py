@@ -30,6 +30,7 @@ from bindings.policy import (
     ActionKind,
     Actor,
     ActorKind,
+    AllowanceSnap,
     Approval,
     ApprovalBasis,
     BindingSnap,
@@ -48,6 +49,7 @@ from bindings.policy import (
     derive_risk,
     effective_risk,
     effective_visibility,
+    grantable_scopes,
 )
 
 K = ActionKind
@@ -767,7 +769,7 @@ VISIBILITY_CASES = [
 
 # --------------------------------------------------------------- risk & approval
 
-SELF_APPROVED = (ALLOW, Reason.SELF_APPROVED)
+USER_INITIATED = (ALLOW, Reason.USER_INITIATED)
 APPROVED = (ALLOW, Reason.APPROVED)
 NEEDS_APPROVAL = (ASK, Reason.APPROVAL_REQUIRED)
 POLICY_DENIES = (DENY, Reason.POLICY_DENIES)
@@ -781,44 +783,45 @@ CALL_KIND_BY_INITIATOR = {
     "app_view": K.APP_TOOL_CALL,
 }
 APPROVAL_TABLE: list[tuple[str, ToolSnap, str, PolicySnap | None, bool, tuple[Outcome, Reason]]] = [
-    # default approval: read runs, write asks (except a user's own call), destructive asks
+    # default approval: read runs; a person's own call runs (it is the consent); the
+    # model's and a view's calls of write and destructive tools ask
     ("read-user", READ_TOOL, "user", None, False, OK),
     ("read-model", READ_TOOL, "model", None, False, OK),
     ("read-app", READ_TOOL, "app_view", None, False, OK),
-    ("write-user-self-approves", WRITE_TOOL, "user", None, False, SELF_APPROVED),
+    ("write-user-initiated", WRITE_TOOL, "user", None, False, USER_INITIATED),
     ("write-model-asks", WRITE_TOOL, "model", None, False, NEEDS_APPROVAL),
     ("write-model-approved", WRITE_TOOL, "model", None, True, APPROVED),
     ("write-app-asks", WRITE_TOOL, "app_view", None, False, NEEDS_APPROVAL),
     ("write-app-approved", WRITE_TOOL, "app_view", None, True, APPROVED),
-    ("destructive-user-asks", DESTRUCTIVE_TOOL, "user", None, False, NEEDS_APPROVAL),
-    ("destructive-user-approved", DESTRUCTIVE_TOOL, "user", None, True, APPROVED),
+    ("destructive-user-initiated", DESTRUCTIVE_TOOL, "user", None, False, USER_INITIATED),
+    ("destructive-user-flag-changes-nothing", DESTRUCTIVE_TOOL, "user", None, True, USER_INITIATED),
     ("destructive-model-asks", DESTRUCTIVE_TOOL, "model", None, False, NEEDS_APPROVAL),
     ("destructive-model-approved", DESTRUCTIVE_TOOL, "model", None, True, APPROVED),
     ("destructive-app-asks", DESTRUCTIVE_TOOL, "app_view", None, False, NEEDS_APPROVAL),
     ("destructive-app-approved", DESTRUCTIVE_TOOL, "app_view", None, True, APPROVED),
     # unannotated tools: the MCP default is "may be destructive"
-    ("unannotated-user-asks", UNANNOTATED_TOOL, "user", None, False, NEEDS_APPROVAL),
+    ("unannotated-user-initiated", UNANNOTATED_TOOL, "user", None, False, USER_INITIATED),
     ("unannotated-model-asks", UNANNOTATED_TOOL, "model", None, False, NEEDS_APPROVAL),
     ("unannotated-app-asks", UNANNOTATED_TOOL, "app_view", None, False, NEEDS_APPROVAL),
     # the admin's risk override replaces the derived risk
     ("risk-override-read-model", DESTRUCTIVE_TOOL, "model", PolicySnap(risk="read"), False, OK),
     ("risk-override-read-app", UNANNOTATED_TOOL, "app_view", PolicySnap(risk="read"), False, OK),
-    ("risk-override-write-user", UNANNOTATED_TOOL, "user", PolicySnap(risk="write"), False, SELF_APPROVED),
+    ("risk-override-write-user", UNANNOTATED_TOOL, "user", PolicySnap(risk="write"), False, USER_INITIATED),
     ("risk-override-write-model", READ_TOOL, "model", PolicySnap(risk="write"), False, NEEDS_APPROVAL),
-    ("risk-override-destructive-user", READ_TOOL, "user", PolicySnap(risk="destructive"), False, NEEDS_APPROVAL),
-    ("risk-override-blank-means-derived", WRITE_TOOL, "user", PolicySnap(risk="", approval=""), False, SELF_APPROVED),
+    ("risk-override-destructive-user", READ_TOOL, "user", PolicySnap(risk="destructive"), False, USER_INITIATED),
+    ("risk-override-blank-means-derived", WRITE_TOOL, "user", PolicySnap(risk="", approval=""), False, USER_INITIATED),
     # the admin's approval override wins over the default table
     ("approval-deny-read-user", READ_TOOL, "user", PolicySnap(approval="deny"), False, POLICY_DENIES),
     ("approval-deny-read-model", READ_TOOL, "model", PolicySnap(approval="deny"), False, POLICY_DENIES),
     ("approval-deny-read-app", READ_TOOL, "app_view", PolicySnap(approval="deny"), False, POLICY_DENIES),
     ("approval-deny-survives-an-approval", WRITE_TOOL, "model", PolicySnap(approval="deny"), True, POLICY_DENIES),
-    ("approval-ask-read-user", READ_TOOL, "user", PolicySnap(approval="ask"), False, NEEDS_APPROVAL),
-    ("approval-ask-read-user-approved", READ_TOOL, "user", PolicySnap(approval="ask"), True, APPROVED),
-    ("approval-ask-write-user", WRITE_TOOL, "user", PolicySnap(approval="ask"), False, NEEDS_APPROVAL),
+    ("approval-ask-read-user", READ_TOOL, "user", PolicySnap(approval="ask"), False, USER_INITIATED),
+    ("approval-ask-read-model-approved", READ_TOOL, "model", PolicySnap(approval="ask"), True, APPROVED),
+    ("approval-ask-write-user", WRITE_TOOL, "user", PolicySnap(approval="ask"), False, USER_INITIATED),
     ("approval-ask-read-app", READ_TOOL, "app_view", PolicySnap(approval="ask"), False, NEEDS_APPROVAL),
     ("approval-auto-destructive-app", DESTRUCTIVE_TOOL, "app_view", PolicySnap(approval="auto"), False, POLICY_AUTO),
     ("approval-auto-destructive-model", DESTRUCTIVE_TOOL, "model", PolicySnap(approval="auto"), False, POLICY_AUTO),
-    ("approval-auto-write-user", WRITE_TOOL, "user", PolicySnap(approval="auto"), False, POLICY_AUTO),
+    ("approval-auto-write-user", WRITE_TOOL, "user", PolicySnap(approval="auto"), False, USER_INITIATED),
     ("approval-auto-read-is-just-ok", READ_TOOL, "model", PolicySnap(approval="auto"), False, OK),
     ("approval-needless-approved-flag-on-read", READ_TOOL, "app_view", None, True, OK),
 ]  # fmt: skip
@@ -1271,8 +1274,10 @@ def test_decide(
         assert decision.approval_basis is None
     if decision.approval_basis is not None:  # only tool calls are approved
         assert decision.risk is not None
-    if decision.reason_code in (Reason.SELF_APPROVED, Reason.POLICY_AUTO_APPROVED):
+    if decision.reason_code in (Reason.POLICY_AUTO_APPROVED, Reason.ALLOWANCE):
         assert decision.risk in (Risk.WRITE, Risk.DESTRUCTIVE)
+    if decision.reason_code is Reason.USER_INITIATED:  # also a read tool an admin set to ask
+        assert decision.approval_basis is ApprovalBasis.SELF
 
 
 def test_case_ids_are_unique() -> None:
@@ -1330,7 +1335,7 @@ def test_link_aliases_agree(url: Any) -> None:
         ("model", WRITE_TOOL),
         ("app_view", WRITE_TOOL),
         ("app_view", DESTRUCTIVE_TOOL),
-        ("user", DESTRUCTIVE_TOOL),
+        ("model", UNANNOTATED_TOOL),
     ],
 )
 def test_ask_then_approved_replay_is_allowed_and_audited_as_approved(
@@ -1369,18 +1374,20 @@ def test_ask_then_approved_replay_is_allowed_and_audited_as_approved(
     assert tightened.reason_code is Reason.POLICY_DENIES
 
 
-def test_user_write_call_is_recorded_as_self_approved() -> None:
+@pytest.mark.parametrize("target", [WRITE_TOOL, DESTRUCTIVE_TOOL, UNANNOTATED_TOOL])
+def test_user_call_is_its_own_consent(target: ToolSnap) -> None:
     decision = decide(
         actor=user(),
         thread=THREAD,
         binding=WS_BINDING,
-        tool=WRITE_TOOL,
+        tool=target,
         policy=None,
-        action=call(K.USER_TOOL_CALL, WRITE_TOOL),
+        action=call(K.USER_TOOL_CALL, target),
     )
     assert decision.allowed and decision.self_approved
+    assert decision.reason_code is Reason.USER_INITIATED
     assert decision.audit_decision is Decision.APPROVED
-    assert decision.risk is Risk.WRITE
+    assert decision.risk in (Risk.WRITE, Risk.DESTRUCTIVE)
     assert decision.audit_event_type is AuditEventType.TOOL_CALL_USER
 
 
@@ -1475,7 +1482,7 @@ DEFAULT_APPROVAL_TABLE = [
     ("write", "user", "auto"),
     ("write", "model", "ask"),
     ("write", "app_view", "ask"),
-    ("destructive", "user", "ask"),
+    ("destructive", "user", "auto"),
     ("destructive", "model", "ask"),
     ("destructive", "app_view", "ask"),
 ]
@@ -1730,3 +1737,123 @@ def test_always_blocked_schemes_cover_the_classics() -> None:
     assert {"javascript", "data", "file", "vbscript", "blob", "about", "chrome"} <= (
         ALWAYS_BLOCKED_SCHEMES
     )
+
+
+# ------------------------------------------------------------------- allowances
+
+THREAD_ALLOWANCE = AllowanceSnap(
+    id=1, binding_id=BINDING_ID, tool_name="echo", scope="thread", workspace_id=WS,
+    thread_id=THREAD_ID,
+)  # fmt: skip
+WS_ALLOWANCE = AllowanceSnap(
+    id=2, binding_id=BINDING_ID, tool_name="echo", scope="workspace", workspace_id=WS
+)
+ALLOWED_BY_IT = (ALLOW, Reason.ALLOWANCE)
+
+
+def allowance(base: AllowanceSnap = THREAD_ALLOWANCE, **changes: Any) -> AllowanceSnap:
+    return dataclasses.replace(base, **changes)
+
+
+# (case, allowance, tool, initiator, thread, policy, expected)
+ALLOWANCE_TABLE: list[tuple[str, AllowanceSnap | None, ToolSnap, str, ThreadRef, PolicySnap | None, tuple[Outcome, Reason]]] = [
+    ("none-app-asks", None, UNANNOTATED_TOOL, "app_view", THREAD, None, NEEDS_APPROVAL),
+    ("thread-app", THREAD_ALLOWANCE, UNANNOTATED_TOOL, "app_view", THREAD, None, ALLOWED_BY_IT),
+    ("thread-model", THREAD_ALLOWANCE, UNANNOTATED_TOOL, "model", THREAD, None, ALLOWED_BY_IT),
+    ("thread-other-thread-asks", THREAD_ALLOWANCE, UNANNOTATED_TOOL, "model", OTHER_THREAD_SAME_WS, None, NEEDS_APPROVAL),
+    ("workspace-other-thread", WS_ALLOWANCE, UNANNOTATED_TOOL, "model", OTHER_THREAD_SAME_WS, None, ALLOWED_BY_IT),
+    ("workspace-of-another-workspace-asks", allowance(WS_ALLOWANCE, workspace_id=OTHER_WS), UNANNOTATED_TOOL, "model", THREAD, None, NEEDS_APPROVAL),
+    ("other-tool-asks", allowance(tool_name="other"), UNANNOTATED_TOOL, "app_view", THREAD, None, NEEDS_APPROVAL),
+    ("other-binding-asks", allowance(binding_id=OTHER_BINDING_ID), UNANNOTATED_TOOL, "app_view", THREAD, None, NEEDS_APPROVAL),
+    ("write-tool", allowance(tool_name="rename_item"), WRITE_TOOL, "app_view", THREAD, None, ALLOWED_BY_IT),
+    ("declared-destructive-never", allowance(tool_name="delete_item"), DESTRUCTIVE_TOOL, "app_view", THREAD, None, NEEDS_APPROVAL),
+    ("admin-ask-wins", THREAD_ALLOWANCE, UNANNOTATED_TOOL, "app_view", THREAD, PolicySnap(approval="ask"), NEEDS_APPROVAL),
+    ("admin-deny-wins", THREAD_ALLOWANCE, UNANNOTATED_TOOL, "app_view", THREAD, PolicySnap(approval="deny"), POLICY_DENIES),
+    ("admin-risk-override-still-allowed", THREAD_ALLOWANCE, UNANNOTATED_TOOL, "app_view", THREAD, PolicySnap(risk="write"), ALLOWED_BY_IT),
+    ("read-needs-none", THREAD_ALLOWANCE, READ_TOOL, "app_view", THREAD, None, OK),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("allowed", "target", "initiator", "where", "rule", "expected"),
+    [pytest.param(*row[1:], id=row[0]) for row in ALLOWANCE_TABLE],
+)
+def test_allowance_decides_only_the_calls_it_covers(
+    allowed: AllowanceSnap | None,
+    target: ToolSnap,
+    initiator: str,
+    where: ThreadRef,
+    rule: PolicySnap | None,
+    expected: tuple[Outcome, Reason],
+) -> None:
+    actor = ACTOR_FACTORIES[initiator]("member")
+    if initiator == "app_view":
+        actor = app("member", view(thread_id=where.id))
+    decision = decide(
+        actor=actor,
+        thread=where,
+        binding=WS_BINDING,
+        tool=target,
+        policy=rule,
+        action=call(CALL_KIND_BY_INITIATOR[initiator], target),
+        allowance=allowed,
+    )
+    assert (decision.outcome, decision.reason_code) == expected, decision.message
+    if expected == ALLOWED_BY_IT:
+        assert decision.approval_basis is ApprovalBasis.ALLOWANCE
+        assert decision.audit_decision is Decision.APPROVED
+
+
+def test_allowance_does_not_let_a_viewer_act() -> None:
+    decision = decide(
+        actor=app("viewer"),
+        thread=THREAD,
+        binding=WS_BINDING,
+        tool=UNANNOTATED_TOOL,
+        policy=None,
+        action=call(K.APP_TOOL_CALL, UNANNOTATED_TOOL),
+        allowance=THREAD_ALLOWANCE,
+    )
+    assert decision.reason_code is Reason.VIEWER_CANNOT_ACT
+
+
+def test_allowance_scope_names_its_thread() -> None:
+    with pytest.raises(ValueError):
+        AllowanceSnap(id=3, binding_id=1, tool_name="x", scope="thread", workspace_id=WS)
+    with pytest.raises(ValueError):
+        AllowanceSnap(
+            id=3, binding_id=1, tool_name="x", scope="workspace", workspace_id=WS, thread_id=1
+        )
+
+
+BOTH = ("thread", "workspace")
+# (case, role, tool, policy, binding, expected scopes)
+GRANTABLE_TABLE = [
+    ("owner-unannotated", "owner", UNANNOTATED_TOOL, None, WS_BINDING, BOTH),
+    ("owner-write", "owner", WRITE_TOOL, None, WS_BINDING, BOTH),
+    ("owner-read", "owner", READ_TOOL, None, WS_BINDING, BOTH),
+    ("owner-declared-destructive", "owner", DESTRUCTIVE_TOOL, None, WS_BINDING, ()),
+    ("owner-admin-ask", "owner", WRITE_TOOL, PolicySnap(approval="ask"), WS_BINDING, ()),
+    ("owner-admin-deny", "owner", WRITE_TOOL, PolicySnap(approval="deny"), WS_BINDING, ()),
+    ("owner-thread-binding", "owner", WRITE_TOOL, None, THREAD_BINDING, ("thread",)),
+    ("owner-risk-override-keeps-hint", "owner", DESTRUCTIVE_TOOL, PolicySnap(risk="write"), WS_BINDING, ()),
+    ("member-unannotated", "member", UNANNOTATED_TOOL, None, WS_BINDING, ("thread",)),
+    ("member-declared-destructive", "member", DESTRUCTIVE_TOOL, None, WS_BINDING, ()),
+    ("viewer", "viewer", UNANNOTATED_TOOL, None, WS_BINDING, ()),
+    ("outsider", None, UNANNOTATED_TOOL, None, WS_BINDING, ()),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("role", "target", "rule", "bound", "expected"),
+    [pytest.param(*row[1:], id=row[0]) for row in GRANTABLE_TABLE],
+)
+def test_grantable_scopes(
+    role: str | None,
+    target: ToolSnap,
+    rule: PolicySnap | None,
+    bound: BindingSnap,
+    expected: tuple[str, ...],
+) -> None:
+    scopes = grantable_scopes(tool=target, policy=rule, binding=bound, role=role)
+    assert tuple(str(s) for s in scopes) == expected

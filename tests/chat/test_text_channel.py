@@ -100,9 +100,11 @@ def test_session_prints_history_runs_tools_and_posts(live, llm):
     assert "Team board: 7 items" in out and "[ATR-101] Draft the Q3 onboarding checklist" in out
     assert "Added ATR-108" in out
     assert "not valid JSON" in out
-    # A destructive call waits for an approval, which a member can give from here too.
-    assert "needs approval #1 (destructive)" in out
+    # A person's own call is consent: the destructive call runs without asking, so there is
+    # no approval #1 to give.
+    assert "needs approval" not in out
     assert "[tool board.delete_item · success" in out and "Deleted ATR-102" in out
+    assert "That approval request is not in this thread." in out
     # The plain message ran a model turn whose answer is printed before the session ends.
     assert "Assistant: Hello from the model." in out
     request = llm.requests[-1].body

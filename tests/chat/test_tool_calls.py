@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.conftest import next_frame, open_socket, toolcall_event
+from tests.chat.test_view_bridge import _board_view
+from tests.conftest import next_frame, open_socket, reply_frame, toolcall_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -59,18 +60,68 @@ async def test_text_only_client_gets_the_fallback(personas, board_server, ws_con
     await text_client.disconnect()
 
 
-async def test_destructive_tool_waits_for_approval_then_runs(personas, board_server, ws_connect):
-    from bindings.models import AuditEvent
+async def test_a_persons_own_call_of_a_destructive_tool_runs_without_a_card(
+    personas, board_server, ws_connect
+):
+    """Issue 11: a person's own /call is consent, whatever the tool's risk."""
+    from bindings.models import ApprovalRequest, AuditEvent
 
     owner = await open_socket(ws_connect, personas.owner, personas.thread)
     member = await open_socket(ws_connect, personas.member, personas.thread)
-    viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
     await owner.send_json_to(
         {"type": "message.post", "text": '/call board.delete_item {"id": "ATR-101"}'}
     )
+    done = await next_frame(member, toolcall_event(None, "delete_item"))
+    while done["data"]["status"] == "running":
+        assert done["data"]["approval"] is None
+        done = await next_frame(member, toolcall_event(None, "delete_item"))
+    assert done["data"]["status"] == "success", done["data"]
+    assert done["data"]["approval"] is None
+    assert not await database_sync_to_async(ApprovalRequest.objects.exists)()
+    decision = await database_sync_to_async(
+        lambda: AuditEvent.objects.get(tool_name="delete_item", action="user_tool_call")
+    )()
+    assert (decision.decision, decision.reason) == ("approved", "user_initiated")
+    assert decision.actor_user_id == personas.owner.pk
+    assert decision.extra["risk"] == "destructive"
+    await owner.disconnect()
+    await member.disconnect()
+
+
+async def test_a_viewers_call_is_refused(personas, board_server, ws_connect):
+    from bindings.models import AuditEvent
+
+    viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
+    await viewer.send_json_to(
+        {"type": "tool.call", "server": "board", "tool": "delete_item", "rid": 1,
+         "arguments": {"id": "ATR-101"}}
+    )  # fmt: skip
+    reply = await reply_frame(viewer, 1)
+    assert reply["ok"] is False and reply["error"]["code"] == "forbidden"
+    rows = await database_sync_to_async(
+        lambda: list(AuditEvent.objects.filter(action="user_tool_call").values_list(
+            "decision", "reason", "actor_user_id"))
+    )()  # fmt: skip
+    assert rows == [("denied", "viewer_cannot_act", personas.viewer.pk)]
+    await viewer.disconnect()
+
+
+async def test_a_views_destructive_call_waits_for_a_member_not_a_viewer(
+    personas, board_server, ws_connect
+):
+    from bindings.models import AuditEvent
+
+    owner, call, view = await _board_view(ws_connect, personas)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
+    viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
+    await owner.send_json_to(
+        {"type": "view.request", "rid": "v", "token": view["token"], "method": "tools/call",
+         "params": {"name": "delete_item", "arguments": {"id": "ATR-101"}}}
+    )  # fmt: skip
     waiting = await next_frame(member, toolcall_event("awaiting_approval", "delete_item"))
     approval = waiting["data"]["approval"]
     assert approval["status"] == "pending" and approval["risk"] == "destructive"
+    assert approval["offers"] == []  # declared destructive: Approve once only
 
     await viewer.send_json_to(
         {"type": "approval.decide", "approvalId": approval["id"], "decision": "approve", "rid": 1}
@@ -81,11 +132,9 @@ async def test_destructive_tool_waits_for_approval_then_runs(personas, board_ser
     await member.send_json_to(
         {"type": "approval.decide", "approvalId": approval["id"], "decision": "approve", "rid": 2}
     )
-    await next_frame(owner, toolcall_event("running", "delete_item"))
-    done = await next_frame(owner, toolcall_event(None, "delete_item"))
-    while done["data"]["status"] == "running":
-        done = await next_frame(owner, toolcall_event(None, "delete_item"))
-    assert done["data"]["status"] in ("success", "error")
+    reply = await reply_frame(owner, "v", timeout=30)
+    assert reply["ok"], reply
+    done = await next_frame(member, toolcall_event("success", "delete_item"))
     assert done["data"]["approval"]["status"] == "approved"
     assert done["data"]["approval"]["decidedBy"]["name"] == "marco"
 
@@ -96,9 +145,9 @@ async def test_destructive_tool_waits_for_approval_then_runs(personas, board_ser
             .values_list("decision", "action")
         )
     )()
-    assert ("pending", "user_tool_call") in decisions
+    assert ("pending", "app_tool_call") in decisions
     assert ("approved", "approval") in decisions
-    assert ("approved", "user_tool_call") in decisions
+    assert ("approved", "app_tool_call") in decisions
     for c in (owner, member, viewer):
         await c.disconnect()
 
@@ -154,10 +203,11 @@ async def test_overdue_approval_expires_and_its_call_is_closed(personas, board_s
 
     from bindings.models import ApprovalRequest, AuditEvent
 
-    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    owner, _, view = await _board_view(ws_connect, personas)
     await owner.send_json_to(
-        {"type": "message.post", "text": '/call board.delete_item {"id": "ATR-101"}'}
-    )
+        {"type": "view.request", "rid": "v", "token": view["token"], "method": "tools/call",
+         "params": {"name": "delete_item", "arguments": {"id": "ATR-101"}}}
+    )  # fmt: skip
     waiting = await next_frame(owner, toolcall_event("awaiting_approval", "delete_item"))
     await database_sync_to_async(
         lambda: ApprovalRequest.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
