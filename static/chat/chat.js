@@ -1133,6 +1133,8 @@
       msg = { type: "approval.decide", approvalId: idValue(btn.dataset.approvalId), decision: action };
     } else if (action === "cancel-tool") {
       msg = { type: "tool.cancel", toolCallId: idValue(btn.dataset.toolCallId) };
+    } else if (action === "cancel-turn") {
+      msg = { type: "turn.cancel" };
     } else {
       return;
     }

@@ -370,6 +370,9 @@
       header.appendChild(h("span", { class: "via-tag", attrs: { title: "Posted by an app view" } }, icon("app"), "via " + appName));
     }
     header.appendChild(time);
+    if (msg.role === "assistant" && msg.status === "streaming" && opts.canAct) {
+      header.appendChild(h("button", { class: "btn btn-ghost btn-xs msg-stop", attrs: { type: "button", title: "Stop the assistant's answer" }, data: { action: "cancel-turn" } }, icon("stop"), "Stop"));
+    }
 
     var entry = h(
       "article",
@@ -401,6 +404,7 @@
 
   var STATUS = {
     running: { label: "Running", cls: "running" },
+    streaming: { label: "Receiving input", cls: "running" },
     success: { label: "Done", cls: "success", icon: "check" },
     error: { label: "Failed", cls: "error", icon: "x" },
     awaiting_approval: { label: "Awaiting approval", cls: "awaiting", icon: "shield" },
@@ -588,7 +592,7 @@
       h("span", { class: "chip chip-origin origin-" + (call.origin || "unknown"), attrs: { title: "Called by: " + origin.label } }, icon(origin.icon), originLabel),
       h("span", { class: "tc-spacer" }),
       call.latencyMs !== null && call.latencyMs !== undefined ? h("span", { class: "tc-latency", text: formatLatency(call.latencyMs), attrs: { title: "Latency" } }) : null,
-      call.status === "running" && opts.canAct
+      (call.status === "running" || call.status === "streaming") && opts.canAct
         ? h("button", { class: "btn btn-ghost btn-xs tc-cancel", attrs: { type: "button", title: "Cancel this call" }, data: { action: "cancel-tool", toolCallId: call.id } }, icon("stop"), "Cancel")
         : null,
       renderStatusPill(call)

@@ -1,0 +1,165 @@
+"""Lifecycle: an MCP App that shows — and records — everything its host sends it.
+
+Its view lists every notification it receives (`tool-input-partial`, `tool-input`,
+`tool-result`, `tool-cancelled`, `host-context-changed`, `ui/resource-teardown`) in order,
+and draws the plan it is given as the arguments arrive. Hosts (and Atrium's tests) use it to
+check the MCP Apps lifecycle: a view mounted when its call starts, partial input while a
+model streams the arguments, the cancellation of a call that was stopped or rejected, and
+the teardown before a view goes away.
+
+    python examples/lifecycle/server.py                      # stdio
+    python examples/lifecycle/server.py --record /tmp/cancelled.jsonl
+    python examples/lifecycle/server.py --http --port 8105   # MCP at :8105/mcp
+
+`--record PATH` (or `LIFECYCLE_RECORD`): every `notifications/cancelled` the server receives
+for a running `slow_task` is appended to PATH as one JSON line, so a test can check that
+the host really told the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import anyio
+from mcp.server.apps import Apps, ResourcePermissions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+RECORDER_URI: Final = "ui://lifecycle/recorder"
+VOICE_URI: Final = "ui://lifecycle/voice"
+APP_HTML: Final = Path(__file__).with_name("app.html").read_text(encoding="utf-8")
+MAX_SLOW_SECONDS: Final = 600.0
+
+
+def _text_result(text: str, structured: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def create_server(record_path: str | None = None) -> MCPServer:
+    apps = Apps()
+    apps.add_html_resource(
+        RECORDER_URI,
+        APP_HTML,
+        name="lifecycle-recorder",
+        title="Lifecycle recorder",
+        description="Shows a plan and every lifecycle notification the host sends.",
+    )
+    apps.add_html_resource(
+        VOICE_URI,
+        APP_HTML,
+        name="lifecycle-voice",
+        title="Voice note",
+        description="The recorder, asking for the microphone (a permission prompt to answer).",
+        permissions=ResourcePermissions(microphone={}),
+    )
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+    @apps.tool(
+        resource_uri=RECORDER_URI,
+        visibility=["model", "app"],
+        title="Show a plan",
+        annotations=read_only,
+    )
+    def show_plan(
+        title: Annotated[str, Field(description="What the plan is for")],
+        steps: Annotated[list[str], Field(description="The steps, in order")],
+    ) -> CallToolResult:
+        """Show a short plan (a title and its steps) in an interactive view."""
+        summary = f"Plan '{title}' with {len(steps)} step{'s' if len(steps) != 1 else ''}."
+        return _text_result(summary, {"title": title, "steps": steps})
+
+    @apps.tool(
+        resource_uri=RECORDER_URI,
+        visibility=["model", "app"],
+        title="Run a slow task",
+        annotations=read_only,
+    )
+    async def slow_task(
+        ctx: Context,
+        label: Annotated[str, Field(description="A name for the task")] = "slow task",
+        seconds: Annotated[float, Field(ge=0, le=MAX_SLOW_SECONDS)] = 120.0,
+    ) -> CallToolResult:
+        """Work for a while (reporting progress every second) unless cancelled."""
+        started = time.monotonic()
+        try:
+            elapsed = 0
+            while elapsed < seconds:
+                await ctx.report_progress(elapsed, seconds, f"{label}: {elapsed:.0f} s")
+                await anyio.sleep(min(1.0, seconds - elapsed))
+                elapsed += 1
+        except anyio.get_cancelled_exc_class():
+            if ctx.request_context.cancel_requested.is_set() and record_path:
+                # The host sent notifications/cancelled for this very request.
+                _record(record_path, ctx, label, time.monotonic() - started)
+            raise
+        return _text_result(f"{label} finished after {seconds:g} s.", {"label": label})
+
+    @apps.tool(
+        resource_uri=RECORDER_URI,
+        visibility=["model", "app"],
+        title="Make a risky change",
+        annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False),
+    )
+    def risky_change(
+        target: Annotated[str, Field(description="What to change")],
+    ) -> CallToolResult:
+        """A destructive change: hosts ask a person before it runs."""
+        return _text_result(f"Changed {target}.", {"target": target})
+
+    @apps.tool(
+        resource_uri=VOICE_URI,
+        visibility=["model", "app"],
+        title="Record a voice note",
+        annotations=read_only,
+    )
+    def voice_note(
+        topic: Annotated[str, Field(description="What the note is about")] = "a note",
+    ) -> CallToolResult:
+        """Open the voice-note view (it asks for the microphone)."""
+        return _text_result(f"Voice note about {topic}: ready to record.", {"topic": topic})
+
+    return MCPServer(
+        "lifecycle",
+        title="Lifecycle recorder",
+        version="1.0.0",
+        instructions="show_plan shows a plan; slow_task works until cancelled.",
+        extensions=[apps],
+    )
+
+
+def _record(path: str, ctx: Context, label: str, after: float) -> None:
+    line = {
+        "method": "notifications/cancelled",
+        "tool": "slow_task",
+        "requestId": str(ctx.request_id),
+        "label": label,
+        "afterSeconds": round(after, 3),
+    }
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", default=os.environ.get("LIFECYCLE_RECORD"))
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8105)
+    args = parser.parse_args(argv)
+    server = create_server(args.record)
+    if args.http:
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()
