@@ -671,7 +671,7 @@ async def _ensure_view_resource(request: CallRequest) -> None:
     """Have the tool's UI resource stored before the call is recorded, so its view mounts
     from the start (a resource read once, then served from the stored version)."""
     try:
-        tool = await gateway.tool_for(request.server, request.tool_name, refresh=False)
+        tool = await gateway.tool_for(request.server, request.tool_name)
         if tool.resource_uri:
             await gateway.ui_resource(request.server, tool.resource_uri, refresh=False)
     except BridgeError as exc:  # decided (and audited) without a view; the result may bring one

@@ -35,6 +35,7 @@ RECORDER_URI: Final = "ui://lifecycle/recorder"
 VOICE_URI: Final = "ui://lifecycle/voice"
 APP_HTML: Final = Path(__file__).with_name("app.html").read_text(encoding="utf-8")
 MAX_SLOW_SECONDS: Final = 600.0
+MAX_TRACKED: Final = 100
 
 
 def _text_result(text: str, structured: dict[str, Any]) -> CallToolResult:
@@ -44,6 +45,18 @@ def _text_result(text: str, structured: dict[str, Any]) -> CallToolResult:
 
 
 def create_server(record_path: str | None = None) -> MCPServer:
+    running: dict[str, tuple[str, float]] = {}  # request id → (label, started) of slow tasks
+
+    async def record_cancellations(ctx: Any, call_next: Any) -> Any:
+        """Every notifications/cancelled naming a running slow_task, appended to the record
+        (the SDK then cancels the task itself)."""
+        if ctx.method == "notifications/cancelled" and record_path:
+            params = ctx.params or {}
+            task = running.pop(str(params.get("requestId")), None)
+            if task is not None:
+                _record(record_path, params, task)
+        return await call_next(ctx)
+
     apps = Apps()
     apps.add_html_resource(
         RECORDER_URI,
@@ -88,18 +101,17 @@ def create_server(record_path: str | None = None) -> MCPServer:
         seconds: Annotated[float, Field(ge=0, le=MAX_SLOW_SECONDS)] = 120.0,
     ) -> CallToolResult:
         """Work for a while (reporting progress every second) unless cancelled."""
-        started = time.monotonic()
-        try:
-            elapsed = 0
-            while elapsed < seconds:
-                await ctx.report_progress(elapsed, seconds, f"{label}: {elapsed:.0f} s")
-                await anyio.sleep(min(1.0, seconds - elapsed))
-                elapsed += 1
-        except anyio.get_cancelled_exc_class():
-            if ctx.request_context.cancel_requested.is_set() and record_path:
-                # The host sent notifications/cancelled for this very request.
-                _record(record_path, ctx, label, time.monotonic() - started)
-            raise
+        # The SDK cancels this handler before the notification reaches the middleware:
+        # a cancelled task stays listed until its notification is recorded.
+        while len(running) >= MAX_TRACKED:
+            running.pop(next(iter(running)))
+        running[str(ctx.request_id)] = (label, time.monotonic())
+        elapsed = 0
+        while elapsed < seconds:
+            await ctx.report_progress(elapsed, seconds, f"{label}: {elapsed:.0f} s")
+            await anyio.sleep(min(1.0, seconds - elapsed))
+            elapsed += 1
+        running.pop(str(ctx.request_id), None)
         return _text_result(f"{label} finished after {seconds:g} s.", {"label": label})
 
     @apps.tool(
@@ -132,16 +144,19 @@ def create_server(record_path: str | None = None) -> MCPServer:
         version="1.0.0",
         instructions="show_plan shows a plan; slow_task works until cancelled.",
         extensions=[apps],
+        middleware=[record_cancellations],
     )
 
 
-def _record(path: str, ctx: Context, label: str, after: float) -> None:
+def _record(path: str, params: Any, task: tuple[str, float]) -> None:
+    label, started = task
     line = {
         "method": "notifications/cancelled",
         "tool": "slow_task",
-        "requestId": str(ctx.request_id),
+        "requestId": str(params.get("requestId")),
+        "reason": str(params.get("reason") or ""),
         "label": label,
-        "afterSeconds": round(after, 3),
+        "afterSeconds": round(time.monotonic() - started, 3),
     }
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(line) + "\n")
