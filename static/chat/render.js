@@ -536,10 +536,12 @@
     error = error || {};
     var title = ERROR_TITLES[error.code] || "The tool call failed";
     var message = error.message && error.message !== title ? error.message : "";
+    // A cancellation was someone's choice, not a failure: a quiet note, not an alarm.
+    var cancelled = error.code === "cancelled";
     return h(
       "div",
-      { class: "callout callout-error", attrs: { role: "alert" } },
-      icon("alert"),
+      { class: "callout " + (cancelled ? "callout-muted" : "callout-error"), attrs: { role: cancelled ? "note" : "alert" } },
+      icon(cancelled ? "ban" : "alert"),
       h("div", { class: "callout-body" }, h("p", { class: "callout-title", text: title }), message ? h("p", { class: "callout-text", text: message }) : null, error.code ? h("code", { class: "callout-code", text: error.code }) : null)
     );
   }
