@@ -724,6 +724,7 @@ class _StepOutput:
             provider_call_id=partial.id,
             user_id=self.user_id,
             ui_resource=resource,
+            binding_id=offered.binding.pk,
         )
         partial.call_id = call.pk
         self.call_rows[partial.index] = call.pk

@@ -237,6 +237,7 @@ DECIDE_FIELDS = [
     "started_at",
     "error",
     "ui_resource",
+    "provider_call_id",
 ]
 
 
@@ -339,6 +340,7 @@ def finish_success(
         # Only a running call finishes: a cancellation recorded first (by a member, from
         # any process) stands, and the late result is dropped.
         if not update_row(call, FINISH_FIELDS, where="status = %s", params=["running"]):
+            transaction.set_rollback(True)  # nor its media
             return call
         record(
             event_type=AuditEventType.TOOL_CALL_COMPLETED
@@ -452,6 +454,7 @@ def tool_call_open_input(
     provider_call_id: str,
     user_id: int | None,
     ui_resource: UiResource | None,
+    binding_id: int | None,
 ) -> ToolCall:
     """The row of a call whose arguments a model has started to stream: not decided (and
     not runnable) yet, but its view mounts now and receives the partial arguments."""
@@ -467,6 +470,9 @@ def tool_call_open_input(
             requested_by_id=user_id,
             provider_call_id=provider_call_id[:200],
             ui_resource=ui_resource,
+            # The binding that offered the tool: the view's CSP and permissions from the
+            # start (the decision re-reads it, and a disabled binding still runs nothing).
+            binding_id=binding_id,
         )
         call = tool_calls_queryset().get(pk=call.pk)
         record(
@@ -476,6 +482,7 @@ def tool_call_open_input(
             actor_user_id=user_id,
             workspace_id=call.thread.workspace_id,
             thread_id=thread_id,
+            binding_id=binding_id,
             server_id=server.pk,
             tool_name=tool_name,
             action="tool_input",

@@ -10,6 +10,7 @@ the teardown before a view goes away.
     python examples/lifecycle/server.py                      # stdio
     python examples/lifecycle/server.py --record /tmp/cancelled.jsonl
     python examples/lifecycle/server.py --http --port 8105   # MCP at :8105/mcp
+    python examples/lifecycle/server.py --sse --port 8105    # SSE at :8105/sse
 
 `--record PATH` (or `LIFECYCLE_RECORD`): every `notifications/cancelled` the server receives
 for a running `slow_task` is appended to PATH as one JSON line, so a test can check that
@@ -36,6 +37,7 @@ VOICE_URI: Final = "ui://lifecycle/voice"
 APP_HTML: Final = Path(__file__).with_name("app.html").read_text(encoding="utf-8")
 MAX_SLOW_SECONDS: Final = 600.0
 MAX_TRACKED: Final = 100
+DEFAULT_HTTP_PORT: Final = 8105
 
 
 def _text_result(text: str, structured: dict[str, Any]) -> CallToolResult:
@@ -163,17 +165,24 @@ def _record(path: str, params: Any, task: tuple[str, float]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Lifecycle recorder MCP App server.")
     parser.add_argument("--record", default=os.environ.get("LIFECYCLE_RECORD"))
-    parser.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8105)
+    transport = parser.add_mutually_exclusive_group()
+    transport.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp")
+    transport.add_argument("--sse", action="store_true", help="serve the legacy SSE transport")
+    parser.add_argument("--host", default="127.0.0.1", help="MCP HTTP bind address")
+    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="MCP HTTP port")
     args = parser.parse_args(argv)
     server = create_server(args.record)
-    if args.http:
-        server.run("streamable-http", host=args.host, port=args.port)
-    else:
-        server.run()
+    try:
+        if args.http:
+            server.run("streamable-http", host=args.host, port=args.port)
+        elif args.sse:
+            server.run("sse", host=args.host, port=args.port)
+        else:
+            server.run()
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: the HTTP server has already shut down cleanly
 
 
 if __name__ == "__main__":

@@ -191,7 +191,9 @@ def wait_for_file_line(path: Path, timeout: float = 30.0) -> list[dict[str, Any]
 # ---- 1. streamed arguments: partials, then input, then result ----------------------------------
 
 
-def test_a_streamed_call_feeds_its_view_partials_then_input_then_result(open_as, world):
+def test_a_streamed_call_feeds_its_view_partials_then_input_then_result(
+    open_as, world, screenshots
+):
     first_piece_seen = threading.Event()
     second_piece_seen = threading.Event()
     world.llm.push(
@@ -226,6 +228,15 @@ def test_a_streamed_call_feeds_its_view_partials_then_input_then_result(open_as,
     expect_exact(app, "tool-input-partial", 2)
     expect(app.locator("#plan-steps li")).to_have_count(1)
     assert received(app) == ["partial", "partial"]
+    # A member sees the same live view, and can stop the answer (a Stop button).
+    watcher = open_as("marco", "stream", color_scheme="dark")
+    watcher_row = view_row(watcher, "show_plan")
+    wait_ready(watcher, watcher_row)
+    expect(app_frame(watcher_row).locator("#plan-steps li")).to_have_count(1)
+    for theme, target in (("light", page), ("dark", watcher)):
+        expect(target.locator(".msg-stop")).to_be_visible()
+        target.locator(f".view-row[data-tool-call-id='{call_id}']").scroll_into_view_if_needed()
+        shot(target, screenshots, f"streaming-{theme}")
 
     second_piece_seen.set()
     expect_exact(app, "tool-result", 1)
