@@ -82,6 +82,9 @@ class AuditEventType(IntEnum):
     TOOLS_OFFERED_TO_MODEL = 303
     TOOL_CALL_COMPLETED = 310
     TOOL_CALL_FAILED = 311
+    TOOL_CALL_INPUT_STARTED = 320
+    TOOL_CALL_CANCELLED = 321
+    TURN_CANCELLED = 322
 
     # 4xx — view actions
     RESOURCE_READ = 400
@@ -95,6 +98,8 @@ class AuditEventType(IntEnum):
     WIDGET_STATE_SET = 408
     VIEW_TOKEN_REJECTED = 409
     VIEW_OPENED = 410
+    VIEW_PERMISSION_GRANTED = 420
+    VIEW_PERMISSION_REFUSED = 421
 
     # 5xx — approvals
     APPROVAL_REQUESTED = 500
@@ -154,6 +159,9 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.TOOLS_OFFERED_TO_MODEL: "Tools offered to the model",
     AuditEventType.TOOL_CALL_COMPLETED: "Tool call completed",
     AuditEventType.TOOL_CALL_FAILED: "Tool call failed",
+    AuditEventType.TOOL_CALL_INPUT_STARTED: "Tool call started streaming its arguments",
+    AuditEventType.TOOL_CALL_CANCELLED: "Tool call cancelled",
+    AuditEventType.TURN_CANCELLED: "Model turn cancelled",
     AuditEventType.RESOURCE_READ: "Resource read by an app view",
     AuditEventType.UI_MESSAGE: "Message posted by an app view",
     AuditEventType.UI_UPDATE_MODEL_CONTEXT: "Model context updated by an app view",
@@ -165,6 +173,8 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.WIDGET_STATE_SET: "Widget state saved",
     AuditEventType.VIEW_TOKEN_REJECTED: "View capability token rejected",
     AuditEventType.VIEW_OPENED: "App view opened",
+    AuditEventType.VIEW_PERMISSION_GRANTED: "Permission granted to an app from its view",
+    AuditEventType.VIEW_PERMISSION_REFUSED: "Permission grant from a view refused",
     AuditEventType.APPROVAL_REQUESTED: "Approval requested",
     AuditEventType.APPROVAL_APPROVED: "Approval granted",
     AuditEventType.APPROVAL_REJECTED: "Approval rejected",

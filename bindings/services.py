@@ -16,6 +16,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from mcp_bridge.csp import parse_permissions
+
 from . import policy
 from .audit import digest_arguments, record, select_rows
 from .events import AuditEventType, Decision, event_type_for_action
@@ -911,3 +913,68 @@ def expire_due_approvals(*, thread_id: int | None = None) -> list[ApprovalReques
             _expire(approval, now)
             expired.append(approval)
     return expired
+
+
+GRANTING_ROLES = ("owner",)
+
+
+def grant_view_permissions(
+    *,
+    binding_id: int,
+    permissions: list[str],
+    declared: Any,
+    actor: Any,
+    role: str | None,
+    thread_id: int | None = None,
+    tool_call_id: int | None = None,
+) -> AppBinding:
+    """An owner allows, from a view's prompt, permissions its resource declares (camera,
+    microphone, geolocation, clipboardWrite) for the app's binding. Anyone else is refused
+    (audited); names the resource does not declare are refused too."""
+    wanted = sorted({p for p in permissions if isinstance(p, str)})
+    declared_names = set(parse_permissions(declared) or ())
+    binding = AppBinding.objects.filter(pk=binding_id).first()
+    if binding is None:
+        raise BindingError("not_found", "That binding no longer exists.")
+    problem = None
+    if role not in GRANTING_ROLES:
+        problem = ("forbidden", "Only a workspace owner can allow this for the app.")
+    elif not wanted or not set(wanted) <= declared_names:
+        problem = ("invalid_permissions", "The view did not ask for those permissions.")
+    extra = {"permissions": wanted, "tool_call_id": tool_call_id}
+    if problem is not None:
+        with transaction.atomic():
+            record(
+                event_type=AuditEventType.VIEW_PERMISSION_REFUSED,
+                decision=Decision.DENIED,
+                **_actor_fields(actor, ""),
+                workspace_id=binding.workspace_id,
+                thread_id=thread_id or binding.thread_id,
+                binding_id=binding.pk,
+                server_id=binding.server_id,
+                action="view_permission",
+                reason=problem[0],
+                extra=extra,
+            )
+        raise BindingError(*problem)
+    with transaction.atomic():
+        granted = sorted(set(binding.granted_permissions or []) | set(wanted))
+        binding = update_binding(
+            binding_id=binding.pk,
+            changes={"granted_permissions": granted},
+            actor=actor,
+            via="view_permission_prompt",
+        )
+        record(
+            event_type=AuditEventType.VIEW_PERMISSION_GRANTED,
+            decision=Decision.ALLOWED,
+            **_actor_fields(actor, ""),
+            workspace_id=binding.workspace_id,
+            thread_id=thread_id or binding.thread_id,
+            binding_id=binding.pk,
+            server_id=binding.server_id,
+            action="view_permission",
+            reason="allowed_for_app",
+            extra=extra,
+        )
+    return binding

@@ -48,6 +48,8 @@ from django.conf import settings
 from django.db.models import Q
 
 from bindings.selectors import OfferedTool, ensure_thread_catalogues, offered_tools
+from mcp_bridge import gateway
+from mcp_bridge.errors import BridgeError
 from mcp_bridge.normalize import model_content
 
 from . import runtime, toolcalls, turns, waiters
@@ -175,6 +177,7 @@ async def _drive(thread_id: int, user: Any, role: str, gate: _Gate) -> None:
     finally:
         if _gates.get(thread_id) is gate:
             del _gates[thread_id]
+            _stopped_by.pop(thread_id, None)
 
 
 def _unseen_messages(thread_id: int, seen: int) -> bool:
@@ -185,6 +188,28 @@ def _unseen_messages(thread_id: int, seen: int) -> bool:
         .exclude(text__startswith="/")
         .exists()
     )
+
+
+# Who stopped a thread's turn (read by the turn's clean-up as it unwinds).
+_stopped_by: dict[int, int | None] = {}
+
+
+async def cancel_turn(*, thread_id: int, user_id: int | None) -> bool:
+    """Stop the thread's running turn in this process (audited): the streaming answer ends,
+    calls whose arguments were streaming end cancelled, a running call is cancelled on
+    its server, and no folded turn follows. False when no turn runs here."""
+    gate = _gates.get(thread_id)
+    if gate is None or gate.task is None or gate.task.done():
+        return False
+    gate.pending = None
+    _stopped_by[thread_id] = user_id
+    await database_sync_to_async(turns.record_turn_cancelled)(thread_id=thread_id, user_id=user_id)
+    gate.task.cancel()
+    return True
+
+
+def _turn_stopper(thread_id: int) -> int | None:
+    return _stopped_by.get(thread_id)
 
 
 def turn_running(thread_id: int) -> bool:
@@ -547,6 +572,7 @@ class _Partial:
     arguments: str = ""
     sent: Any = None
     dirty: bool = False
+    call_id: int | None = None  # the row opened for its view while it streams
 
 
 class _StepOutput:
@@ -563,6 +589,7 @@ class _StepOutput:
         self.pending = ""
         self.partials: dict[int, _Partial] = {}
         self.completed: list[ToolCallComplete] = []
+        self.call_rows: dict[int, int] = {}  # stream index → call row opened while streaming
         self.finish: Finish | None = None
         self.lock = asyncio.Lock()
 
@@ -575,16 +602,20 @@ class _StepOutput:
                     await self._on_event(event)
         except ProviderError as exc:
             await self._stop_ticker(ticker)
+            await self.abandon_rows(self.call_rows.values())
             await self.fail(exc.message, reason=f"provider_error:{exc.code}")
             return False
         except asyncio.CancelledError:
             await self._stop_ticker(ticker)
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.abandon_rows(self.call_rows.values()))
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.fail("(The answer was stopped.)", reason="cancelled"))
             raise
         except Exception:
             log.exception("reading the model's stream failed (thread %s)", self.thread_id)
             await self._stop_ticker(ticker)
+            await self.abandon_rows(self.call_rows.values())
             await self.fail("The assistant's answer could not be read.", reason="internal_error")
             return False
         await self._stop_ticker(ticker)
@@ -632,7 +663,9 @@ class _StepOutput:
                 await self.flush()
         elif isinstance(event, ToolCallStart):
             await self._ensure_message()
-            self.partials[event.index] = _Partial(index=event.index, id=event.id, name=event.name)
+            partial = _Partial(index=event.index, id=event.id, name=event.name)
+            self.partials[event.index] = partial
+            await self._open_row(partial)
         elif isinstance(event, ToolCallDelta):
             partial = self.partials.get(event.index)
             if partial is not None:
@@ -672,6 +705,40 @@ class _StepOutput:
                 if partial.dirty:
                     await self._send_partial(partial)
 
+    async def _open_row(self, partial: _Partial) -> None:
+        """A tool with a view gets its call row (and so its view) as its arguments begin."""
+        offered = self.by_wire_name.get(partial.name)
+        if offered is None or not offered.tool.resource_uri:
+            return
+        server = offered.tool.server
+        try:
+            resource = await gateway.ui_resource(server, offered.tool.resource_uri, refresh=False)
+        except BridgeError as exc:
+            log.info("no view for %s while it streams: %s", offered.tool.name, exc)
+            return
+        call = await database_sync_to_async(toolcalls.tool_call_open_input)(
+            thread_id=self.thread_id,
+            server=server,
+            tool_name=offered.tool.name,
+            message_id=self.message_id,
+            provider_call_id=partial.id,
+            user_id=self.user_id,
+            ui_resource=resource,
+            binding_id=offered.binding.pk,
+        )
+        partial.call_id = call.pk
+        self.call_rows[partial.index] = call.pk
+
+    async def abandon_rows(self, call_ids: Any, *, reason: str = "") -> None:
+        """Calls whose arguments never completed (or that will not run) end cancelled."""
+        stopper = _turn_stopper(self.thread_id)
+        for call_id in list(call_ids):
+            await database_sync_to_async(toolcalls.tool_call_cancel)(
+                call_id=call_id,
+                actor_user_id=stopper,
+                reason=reason or ("turn_cancelled" if stopper is not None else "input_abandoned"),
+            )
+
     async def _send_partial(self, partial: _Partial) -> None:
         partial.dirty = False
         offered = self.by_wire_name.get(partial.name)
@@ -681,17 +748,25 @@ class _StepOutput:
         if arguments is None or arguments == partial.sent:
             return
         partial.sent = arguments
+        payload = {
+            "id": partial.call_id,
+            "messageId": self.message_id,
+            "providerCallId": partial.id,
+            "index": partial.index,
+            "server": offered.tool.server.slug,
+            "tool": offered.tool.name,
+            "arguments": arguments,
+        }
+        if partial.call_id is not None and isinstance(arguments, dict):
+            await database_sync_to_async(toolcalls.tool_call_record_input)(
+                call_id=partial.call_id,
+                thread_id=self.thread_id,
+                arguments=arguments,
+                payload=payload,
+            )
+            return
         await database_sync_to_async(turns.emit_tool_input_partial)(
-            thread_id=self.thread_id,
-            payload={
-                "id": None,
-                "messageId": self.message_id,
-                "providerCallId": partial.id,
-                "index": partial.index,
-                "server": offered.tool.server.slug,
-                "tool": offered.tool.name,
-                "arguments": arguments,
-            },
+            thread_id=self.thread_id, payload=payload
         )
 
     async def fail(self, text: str, *, reason: str) -> None:
@@ -733,42 +808,77 @@ async def _run_tools(
     message = await database_sync_to_async(_message)(output.message_id)
     uses: list[ToolUse] = []
     results: list[ToolResult] = []
-    for complete in output.completed:
-        call_id = complete.id
-        if call_id in used_ids:  # some servers number calls per response: call_0 again
-            call_id = f"{complete.id}_{len(used_ids)}"
-        used_ids.add(call_id)
-        arguments, problem = _parse_arguments(complete.arguments)
-        offered = ctx.by_wire_name.get(complete.name)
-        uses.append(ToolUse(id=call_id, name=complete.name, arguments=arguments or {}))
-        if offered is None:
-            text = (
-                f"There is no tool named '{complete.name[:80]}' here. Available tools: "
-                + (", ".join(sorted(ctx.by_wire_name)) or "none")
-                + "."
-            )
-            results.append(ToolResult(call_id, complete.name, text, is_error=True))
-            continue
-        if problem is not None:
-            results.append(ToolResult(call_id, complete.name, problem, is_error=True))
-            continue
-        call = await toolcalls.start_tool_call(
-            toolcalls.CallRequest(
-                thread=ctx.thread,
-                server=offered.tool.server,
-                tool_name=offered.tool.name,
-                arguments=arguments or {},
-                origin="model",
-                user=user,
-                role=role,
-                message=message,
-                provider_call_id=call_id,
-            )
-        )
-        final = await wait_for_call(call)
-        text, is_error = result_for_model(final)
-        results.append(ToolResult(call_id, complete.name, text, is_error=is_error))
+    unstarted = dict(output.call_rows)  # rows opened while streaming, not decided yet
+    try:
+        for complete in output.completed:
+            row = unstarted.pop(complete.index, None)
+            result = await _run_tool(ctx, output, message, complete, row, user, role, used_ids)
+            uses.append(result[0])
+            results.append(result[1])
+    finally:
+        # A stopped turn: calls that never started end cancelled (their views are told).
+        if unstarted:
+            await asyncio.shield(output.abandon_rows(unstarted.values()))
     return [AssistantTurn(text=output.text, tool_uses=tuple(uses)), *results]
+
+
+async def _run_tool(
+    ctx: TurnContext,
+    output: _StepOutput,
+    message: Message,
+    complete: ToolCallComplete,
+    row: int | None,
+    user: Any,
+    role: str,
+    used_ids: set[str],
+) -> tuple[ToolUse, ToolResult]:
+    """One of the step's tool calls: decided, run and waited for; its use and result."""
+    call_id = complete.id
+    if call_id in used_ids:  # some servers number calls per response: call_0 again
+        call_id = f"{complete.id}_{len(used_ids)}"
+    used_ids.add(call_id)
+    arguments, problem = _parse_arguments(complete.arguments)
+    offered = ctx.by_wire_name.get(complete.name)
+    use = ToolUse(id=call_id, name=complete.name, arguments=arguments or {})
+    if offered is None:
+        text = (
+            f"There is no tool named '{complete.name[:80]}' here. Available tools: "
+            + (", ".join(sorted(ctx.by_wire_name)) or "none")
+            + "."
+        )
+        return use, ToolResult(call_id, complete.name, text, is_error=True)
+    if problem is not None:
+        if row is not None:
+            await output.abandon_rows([row], reason="input_abandoned")
+        return use, ToolResult(call_id, complete.name, problem, is_error=True)
+    call = await toolcalls.start_tool_call(
+        toolcalls.CallRequest(
+            thread=ctx.thread,
+            server=offered.tool.server,
+            tool_name=offered.tool.name,
+            arguments=arguments or {},
+            origin="model",
+            user=user,
+            role=role,
+            message=message,
+            provider_call_id=call_id,
+            streamed_call_id=row,
+        )
+    )
+    try:
+        final = await wait_for_call(call)
+    except asyncio.CancelledError:
+        # The turn was stopped: the call it waits for stops too (MCP cancellation).
+        fresh = await asyncio.shield(database_sync_to_async(_call)(call.pk))
+        if fresh.status in (ToolCallStatus.RUNNING, ToolCallStatus.STREAMING):
+            await asyncio.shield(
+                toolcalls.cancel_tool_call(
+                    call=fresh, user_id=_turn_stopper(ctx.thread.pk), reason="turn_cancelled"
+                )
+            )
+        raise
+    text, is_error = result_for_model(final)
+    return use, ToolResult(call_id, complete.name, text, is_error=is_error)
 
 
 def _parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:

@@ -141,6 +141,9 @@ class Message(models.Model):
 
 
 class ToolCallStatus(models.TextChoices):
+    # A model is still streaming the arguments: the call is not decided yet, but its view
+    # is already mounted (it receives ui/notifications/tool-input-partial).
+    STREAMING = "streaming", "receiving arguments"
     AWAITING_APPROVAL = "awaiting_approval", "awaiting approval"
     RUNNING = "running", "running"
     SUCCESS = "success", "success"

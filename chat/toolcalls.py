@@ -74,6 +74,9 @@ class CallRequest:
     parent_view: ToolCall | None = None
     provider_call_id: str = ""
     action_kind: ActionKind | None = None
+    # The row opened while a model streamed this call's arguments (its view is mounted):
+    # deciding the call fills it in instead of creating another.
+    streamed_call_id: int | None = None
 
 
 def task_key(call_id: int) -> str:
@@ -148,6 +151,11 @@ def _decide(
     announces it only if the call is still running after ANNOUNCE_AFTER."""
     kind = request.action_kind or ACTION_FOR_ORIGIN[request.origin]
     with transaction.atomic():
+        streamed = _streamed_row(request)
+        if request.streamed_call_id is not None and streamed is None:
+            # Cancelled while its arguments streamed: it stays cancelled, nothing runs.
+            ended = tool_calls_queryset().get(pk=request.streamed_call_id)
+            return ended, "cancelled", None
         # Binding, policy row and catalogue row: read fresh, in lean statements.
         found = call_authority(
             thread=request.thread,
@@ -196,8 +204,15 @@ def _decide(
             error=None
             if status != ToolCallStatus.REJECTED
             else {"code": str(decision.reason_code), "message": decision.message},
+            ui_resource=_start_resource(request, tool, streamed),
         )
-        insert_row(call)
+        if streamed is not None:
+            # The same row (and view) the members already see, now decided.
+            call.pk = streamed.pk
+            call.created_at = streamed.created_at
+            update_row(call, DECIDE_FIELDS)
+        else:
+            insert_row(call)
         approval = None
         if decision.needs_approval:
             approval = authority.create_approval(
@@ -215,6 +230,46 @@ def _decide(
         if not (quiet_start and decision.allowed):
             _emit_fresh(call)
     return call, str(decision.outcome), tool
+
+
+DECIDE_FIELDS = [
+    "binding",
+    "arguments",
+    "status",
+    "requested_by",
+    "started_at",
+    "error",
+    "ui_resource",
+    "provider_call_id",
+]
+
+
+def _streamed_row(request: CallRequest) -> ToolCall | None:
+    """The row opened for this call while its arguments streamed, if it is still open."""
+    if request.streamed_call_id is None:
+        return None
+    return (
+        ToolCall.objects.select_for_update()
+        .filter(pk=request.streamed_call_id, status=ToolCallStatus.STREAMING)
+        .only("pk", "created_at", "ui_resource")
+        .first()
+    )
+
+
+def _start_resource(
+    request: CallRequest, tool: Tool | None, streamed: ToolCall | None
+) -> UiResource | None:
+    """The view a call shows from its start: the catalogue's `_meta.ui.resourceUri`, in
+    its latest stored version. A view's own calls answer that view and get none."""
+    if streamed is not None and streamed.ui_resource_id is not None:
+        return streamed.ui_resource
+    if request.origin == "app_view" or tool is None or not tool.resource_uri:
+        return None
+    return (
+        UiResource.objects.filter(server_id=request.server.pk, uri=tool.resource_uri)
+        .order_by("-fetched_at", "-pk")
+        .first()
+    )
 
 
 def _view_resource_for(call: ToolCall, normalized, tool: Tool | None) -> UiResource | None:
@@ -280,8 +335,16 @@ def finish_success(
             }
         call.finished_at = timezone.now()
         call.latency_ms = latency_ms
-        call.ui_resource = app_resource or _view_resource_for(call, normalized, tool)
-        update_row(call, FINISH_FIELDS)
+        call.ui_resource = (
+            app_resource
+            or (call.ui_resource if call.ui_resource_id is not None else None)
+            or _view_resource_for(call, normalized, tool)
+        )
+        # Only a running call finishes: a cancellation recorded first (by a member, from
+        # any process) stands, and the late result is dropped.
+        if not update_row(call, FINISH_FIELDS, where="status = %s", params=["running"]):
+            transaction.set_rollback(True)  # nor its media
+            return call
         record(
             event_type=AuditEventType.TOOL_CALL_COMPLETED
             if not normalized.is_error
@@ -376,6 +439,152 @@ def finish_failure(
     return call
 
 
+# ------------------------------------------------------------- lifecycle: input, cancel
+
+OPEN_STATUSES = (
+    ToolCallStatus.STREAMING,
+    ToolCallStatus.AWAITING_APPROVAL,
+    ToolCallStatus.RUNNING,
+)
+
+
+def tool_call_open_input(
+    *,
+    thread_id: int,
+    server: McpServer,
+    tool_name: str,
+    message_id: int | None,
+    provider_call_id: str,
+    user_id: int | None,
+    ui_resource: UiResource | None,
+    binding_id: int | None,
+) -> ToolCall:
+    """The row of a call whose arguments a model has started to stream: not decided (and
+    not runnable) yet, but its view mounts now and receives the partial arguments."""
+    with transaction.atomic():
+        call = ToolCall.objects.create(
+            thread_id=thread_id,
+            message_id=message_id,
+            server=server,
+            tool_name=tool_name,
+            arguments={},
+            status=ToolCallStatus.STREAMING,
+            origin="model",
+            requested_by_id=user_id,
+            provider_call_id=provider_call_id[:200],
+            ui_resource=ui_resource,
+            # The binding that offered the tool: the view's CSP and permissions from the
+            # start (the decision re-reads it, and a disabled binding still runs nothing).
+            binding_id=binding_id,
+        )
+        call = tool_calls_queryset().get(pk=call.pk)
+        record(
+            event_type=AuditEventType.TOOL_CALL_INPUT_STARTED,
+            decision=Decision.PENDING,
+            actor_kind="model",
+            actor_user_id=user_id,
+            workspace_id=call.thread.workspace_id,
+            thread_id=thread_id,
+            binding_id=binding_id,
+            server_id=server.pk,
+            tool_name=tool_name,
+            action="tool_input",
+            reason="streaming",
+            extra={"tool_call_id": call.pk, "provider_call_id": provider_call_id[:200]},
+        )
+        _emit_fresh(call)
+    return call
+
+
+def tool_call_record_input(
+    *, call_id: int, thread_id: int, arguments: dict[str, Any], payload: dict[str, Any]
+) -> None:
+    """Store the best-effort arguments so far (a reload shows them) and emit them."""
+    with transaction.atomic():
+        changed = ToolCall.objects.filter(pk=call_id, status=ToolCallStatus.STREAMING).update(
+            arguments=arguments
+        )
+        if changed:
+            emit(thread_id=thread_id, kind="toolcall.input-partial", payload=payload)
+
+
+CANCEL_MESSAGES = {
+    "cancelled_by_member": "{who} cancelled this call.",
+    "turn_cancelled": "{who} stopped the assistant's answer; this call was cancelled.",
+    "input_abandoned": "The assistant's answer ended before this call was complete.",
+}
+
+
+def tool_call_cancel(
+    *,
+    call_id: int,
+    actor_user_id: int | None = None,
+    reason: str = "cancelled",
+    latency_ms: float | None = None,
+) -> ToolCall:
+    """End an open call as cancelled (audited, emitted): its view gets tool-cancelled.
+    A call that has already ended is returned unchanged."""
+    with transaction.atomic():
+        call = ToolCall.objects.select_related("thread").select_for_update(of=("self",))
+        call = call.get(pk=call_id)
+        if call.status not in OPEN_STATUSES:
+            return call
+        who = "Someone"
+        if actor_user_id is not None:
+            from django.contrib.auth import get_user_model
+
+            person = get_user_model().objects.filter(pk=actor_user_id).first()
+            if person is not None:
+                who = person.get_full_name() or person.get_username()
+        was = call.status
+        call.status = ToolCallStatus.CANCELLED
+        call.error = {
+            "code": "cancelled",
+            "message": CANCEL_MESSAGES.get(reason, "The tool call was cancelled.").format(who=who),
+        }
+        call.finished_at = timezone.now()
+        if latency_ms is not None:
+            call.latency_ms = latency_ms
+        call.save(update_fields=["status", "error", "finished_at", "latency_ms"])
+        record(
+            event_type=AuditEventType.TOOL_CALL_CANCELLED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor_user_id is not None else "system",
+            actor_user_id=actor_user_id,
+            workspace_id=call.thread.workspace_id,
+            thread_id=call.thread_id,
+            binding_id=call.binding_id,
+            server_id=call.server_id,
+            tool_name=call.tool_name,
+            action="tool_cancel",
+            reason=reason,
+            arguments=call.arguments,
+            latency_ms=latency_ms,
+            extra={"tool_call_id": call.pk, "was": was},
+        )
+        _emit_call(call)
+    return call
+
+
+# Who asked to cancel a call running in this process, and why (read as its task unwinds).
+_cancel_requests: dict[int, tuple[int | None, str]] = {}
+
+
+async def cancel_tool_call(*, call: ToolCall, user_id: int | None, reason: str) -> None:
+    """Cancel an open call. A call running in this process is stopped (the SDK sends
+    `notifications/cancelled` to its server) and recorded as it unwinds; any other open
+    call (streaming, or running in another process) is recorded at once — its late
+    result, if any, is then dropped by `finish_success`."""
+    if call.status == ToolCallStatus.RUNNING:
+        _cancel_requests[call.pk] = (user_id, reason)
+        if runtime.cancel(task_key(call.pk)):
+            return
+        _cancel_requests.pop(call.pk, None)
+    await database_sync_to_async(tool_call_cancel)(
+        call_id=call.pk, actor_user_id=user_id, reason=reason
+    )
+
+
 def record_progress(
     *,
     call_id: int,
@@ -452,6 +661,8 @@ async def start_tool_call(request: CallRequest) -> ToolCall:
     # One trip to the database thread: catalogue row, binding, policy, decision, audit,
     # call row and event. A tool the catalogue does not know refreshes it once first.
     quiet = request.origin == "app_view"
+    if not quiet and request.streamed_call_id is None:
+        await _ensure_view_resource(request)
     decided = await decide(request=request, refresh_missing=True, quiet_start=quiet)
     if decided is None:
         with contextlib.suppress(BridgeError):  # then decided (audited) as tool_not_found
@@ -464,6 +675,17 @@ async def start_tool_call(request: CallRequest) -> ToolCall:
         # database round trips per call than re-reading them in the task).
         runtime.spawn(task_key(call.pk), execute(call.pk, call=call, tool=tool, announce=quiet))
     return call
+
+
+async def _ensure_view_resource(request: CallRequest) -> None:
+    """Have the tool's UI resource stored before the call is recorded, so its view mounts
+    from the start (a resource read once, then served from the stored version)."""
+    try:
+        tool = await gateway.tool_for(request.server, request.tool_name)
+        if tool.resource_uri:
+            await gateway.ui_resource(request.server, tool.resource_uri, refresh=False)
+    except BridgeError as exc:  # decided (and audited) without a view; the result may bring one
+        log.info("no view resource for %s: %s", request.tool_name, exc)
 
 
 async def execute(
@@ -547,10 +769,12 @@ async def execute(
             normalized=normalized,
         )
     except asyncio.CancelledError:
-        await database_sync_to_async(finish_failure)(
+        # The SDK has told the server (notifications/cancelled) while the call unwound.
+        by, reason = _cancel_requests.pop(call_id, (None, "cancelled"))
+        await database_sync_to_async(tool_call_cancel)(
             call_id=call_id,
-            error={"code": "cancelled", "message": "The tool call was cancelled."},
-            status=ToolCallStatus.CANCELLED,
+            actor_user_id=by,
+            reason=reason,
             latency_ms=(time.perf_counter() - started) * 1000,
         )
         raise

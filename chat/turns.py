@@ -129,6 +129,23 @@ def _audit(
     )
 
 
+def record_turn_cancelled(*, thread_id: int, user_id: int | None) -> None:
+    """A member stopped the assistant's answer (its open calls are cancelled as it unwinds,
+    each audited on its own)."""
+    with transaction.atomic():
+        thread = Thread.objects.only("workspace_id").get(pk=thread_id)
+        record(
+            event_type=AuditEventType.TURN_CANCELLED,
+            decision=Decision.ALLOWED,
+            actor_kind="user",
+            actor_user_id=user_id,
+            workspace_id=thread.workspace_id,
+            thread_id=thread_id,
+            action="turn_cancel",
+            reason="cancelled_by_member",
+        )
+
+
 def record_tools_offered(
     *, thread: Thread, user_id: int | None, provider: str, model: str, tools: list[str]
 ) -> None:
@@ -155,4 +172,5 @@ __all__ = [
     "finish_assistant_message",
     "post_assistant_notice",
     "record_tools_offered",
+    "record_turn_cancelled",
 ]

@@ -15,7 +15,7 @@ from django.core import signing
 from bindings.audit import select_rows
 from bindings.models import AppBinding
 from config.hosts import SERVER_KEY_RE
-from mcp_bridge.csp import build_csp, permissions_allow_attribute
+from mcp_bridge.csp import build_csp, parse_permissions, permissions_allow_attribute
 from mcp_bridge.models import McpServer, UiResource
 
 from .models import ToolCall
@@ -142,6 +142,33 @@ def view_permissions(resource: UiResource, binding: AppBinding | None) -> tuple[
     declared = (resource.meta or {}).get("permissions")
     granted = set(binding.granted_permissions or []) if binding else set()
     return permissions_allow_attribute(declared, granted)
+
+
+PERMISSION_LABELS = {
+    "camera": "the camera",
+    "microphone": "the microphone",
+    "geolocation": "your location",
+    "clipboardWrite": "the clipboard (write)",
+}
+
+
+def permission_request(
+    resource: UiResource, binding: AppBinding | None, *, role: str | None
+) -> dict[str, Any] | None:
+    """What a view asks for that its binding has not granted (its prompt), or None.
+    `canGrant`: the person may answer "Allow for this app" (owners only)."""
+    if binding is None:
+        return None
+    declared = parse_permissions((resource.meta or {}).get("permissions")) or ()
+    granted = set(binding.granted_permissions or [])
+    missing = [name for name in declared if name not in granted]
+    if not missing:
+        return None
+    return {
+        "missing": missing,
+        "labels": [PERMISSION_LABELS.get(name, name) for name in missing],
+        "canGrant": role == "owner",
+    }
 
 
 def _decode_data_uri(src: str) -> tuple[str, str] | None:

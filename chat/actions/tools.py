@@ -13,7 +13,7 @@ from bindings.services import BindingError, record_refused_request
 from bindings.services import revoke_allowance as revoke
 from mcp_bridge.models import McpServer
 
-from .. import runtime, toolcalls
+from .. import agent, toolcalls
 from ..models import ToolCall, ToolCallStatus
 from . import ActionContext, ActionError, action, require_actor
 
@@ -86,22 +86,28 @@ def _call_in_thread(call_id: Any, thread_id: int) -> ToolCall | None:
     return ToolCall.objects.filter(pk=call_id, thread_id=thread_id).first()
 
 
+CANCELLABLE = (ToolCallStatus.RUNNING, ToolCallStatus.STREAMING)
+
+
 @action("tool.cancel")
 async def cancel_tool(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     require_actor(ctx)
     call = await _call_in_thread(msg.get("toolCallId"), ctx.thread.pk)
     if call is None:
         raise ActionError("not_found", "That tool call is not in this thread.")
-    if call.status != ToolCallStatus.RUNNING:
+    if call.status not in CANCELLABLE:
         raise ActionError("not_running", "That tool call is not running.")
-    cancelled = runtime.cancel(toolcalls.task_key(call.pk))
-    if not cancelled:
-        # Running in another process (or lost with a restart): record the cancellation.
-        await database_sync_to_async(toolcalls.finish_failure)(
-            call_id=call.pk,
-            error={"code": "cancelled", "message": "The tool call was cancelled."},
-            status=ToolCallStatus.CANCELLED,
-        )
+    await toolcalls.cancel_tool_call(call=call, user_id=ctx.user.pk, reason="cancelled_by_member")
+    return {"cancelled": True}
+
+
+@action("turn.cancel")
+async def cancel_turn(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    """Stop the assistant's answer in this thread, and every call it has open."""
+    require_actor(ctx)
+    stopped = await agent.cancel_turn(thread_id=ctx.thread.pk, user_id=ctx.user.pk)
+    if not stopped:
+        raise ActionError("not_running", "The assistant is not answering in this thread.")
     return {"cancelled": True}
 
 

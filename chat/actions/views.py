@@ -35,6 +35,7 @@ from ..view_bridge import (
     SUPPORTED_FLAVORS,
     call_tool_result,
     effective_csp,
+    permission_request,
     read_view_token,
     sandbox_origin_for,
     sign_view_token,
@@ -124,6 +125,7 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
     if not auth.allowed:
         raise ActionError(str(auth.decision.reason_code), auth.decision.message)
     allow, granted = view_permissions(resource, call.binding)
+    asked = permission_request(resource, call.binding, role=ctx.membership.role)
     token = sign_view_token(call=call, user_id=ctx.user.pk)
     tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
     sandbox_origin = sandbox_origin_for(call.server.slug)
@@ -147,6 +149,7 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
         "url": resource.text.strip() if resource.flavor == "url" else None,
         "allow": allow,
         "permissions": granted,
+        "permissionRequest": asked,
         "csp": csp.header(),
         "appSdk": resource.flavor == "skybridge" or bool(tool and tool.is_app_sdk),
         "legacy": legacy,
@@ -173,6 +176,38 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
 @action("view.open")
 async def open_view(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     return await database_sync_to_async(_open_view)(ctx, msg.get("toolCallId"))
+
+
+def _grant_permissions(ctx: ActionContext, call_id: Any, permissions: Any) -> dict[str, Any]:
+    if not isinstance(call_id, int) or not isinstance(permissions, list):
+        raise ActionError("invalid_message", "Send toolCallId and a list of permissions.")
+    call = (
+        ToolCall.objects.select_related("ui_resource").filter(pk=call_id, thread=ctx.thread).first()
+    )
+    if call is None or call.ui_resource is None or call.binding_id is None:
+        raise ActionError("not_found", "That view is not in this thread.")
+    try:
+        binding = authority.grant_view_permissions(
+            binding_id=call.binding_id,
+            permissions=permissions,
+            declared=(call.ui_resource.meta or {}).get("permissions"),
+            actor=ctx.user,
+            role=ctx.membership.role,
+            thread_id=ctx.thread.pk,
+            tool_call_id=call.pk,
+        )
+    except authority.BindingError as exc:
+        raise ActionError(exc.code, exc.message) from exc
+    return {"permissions": sorted(binding.granted_permissions or [])}
+
+
+@action("view.grant_permissions")
+async def grant_permissions(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    """An owner answers a view's permission prompt with "Allow for this app" (anyone else
+    is refused, and audited, by the service)."""
+    return await database_sync_to_async(_grant_permissions)(
+        ctx, msg.get("toolCallId"), msg.get("permissions")
+    )
 
 
 # ------------------------------------------------------------------------ view.request

@@ -1159,6 +1159,8 @@
       msg = { type: "allowance.revoke", allowanceId: idValue(btn.dataset.allowanceId) };
     } else if (action === "cancel-tool") {
       msg = { type: "tool.cancel", toolCallId: idValue(btn.dataset.toolCallId) };
+    } else if (action === "cancel-turn") {
+      msg = { type: "turn.cancel" };
     } else {
       return;
     }

@@ -404,6 +404,9 @@
       header.appendChild(h("span", { class: "via-tag", attrs: { title: "Posted by an app view" } }, icon("app"), "via " + appName));
     }
     header.appendChild(time);
+    if (msg.role === "assistant" && msg.status === "streaming" && opts.canAct) {
+      header.appendChild(h("button", { class: "btn btn-ghost btn-xs msg-stop", attrs: { type: "button", title: "Stop the assistant's answer" }, data: { action: "cancel-turn" } }, icon("stop"), "Stop"));
+    }
 
     var entry = h(
       "article",
@@ -435,6 +438,7 @@
 
   var STATUS = {
     running: { label: "Running", cls: "running" },
+    streaming: { label: "Receiving input", cls: "running" },
     success: { label: "Done", cls: "success", icon: "check" },
     error: { label: "Failed", cls: "error", icon: "x" },
     awaiting_approval: { label: "Awaiting approval", cls: "awaiting", icon: "shield" },
@@ -581,10 +585,12 @@
     error = error || {};
     var title = ERROR_TITLES[error.code] || "The tool call failed";
     var message = error.message && error.message !== title ? error.message : "";
+    // A cancellation was someone's choice, not a failure: a quiet note, not an alarm.
+    var cancelled = error.code === "cancelled";
     return h(
       "div",
-      { class: "callout callout-error", attrs: { role: "alert" } },
-      icon("alert"),
+      { class: "callout " + (cancelled ? "callout-muted" : "callout-error"), attrs: { role: cancelled ? "note" : "alert" } },
+      icon(cancelled ? "ban" : "alert"),
       h("div", { class: "callout-body" }, h("p", { class: "callout-title", text: title }), message ? h("p", { class: "callout-text", text: message }) : null, error.code ? h("code", { class: "callout-code", text: error.code }) : null)
     );
   }
@@ -637,7 +643,7 @@
       h("span", { class: "chip chip-origin origin-" + (call.origin || "unknown"), attrs: { title: "Called by: " + origin.label } }, icon(origin.icon), originLabel),
       h("span", { class: "tc-spacer" }),
       call.latencyMs !== null && call.latencyMs !== undefined ? h("span", { class: "tc-latency", text: formatLatency(call.latencyMs), attrs: { title: "Latency" } }) : null,
-      call.status === "running" && opts.canAct
+      (call.status === "running" || call.status === "streaming") && opts.canAct
         ? h("button", { class: "btn btn-ghost btn-xs tc-cancel", attrs: { type: "button", title: "Cancel this call" }, data: { action: "cancel-tool", toolCallId: call.id } }, icon("stop"), "Cancel")
         : null,
       renderStatusPill(call)

@@ -87,6 +87,7 @@
     alert: "M12 8v5M12 16.5v.5M10.3 3.9 2.4 18a2 2 0 0 0 1.7 3h15.8a2 2 0 0 0 1.7-3L13.7 3.9a2 2 0 0 0-3.4 0z",
     external: "M14 4h6v6M20 4l-9 9M18 14v5a1 1 0 0 1-1 1H5a1 1 0 0 1-1-1V7a1 1 0 0 1 1-1h5",
     reload: "M20 11a8 8 0 1 0-2.3 5.7M20 4v7h-7",
+    shield: "M12 3 4.5 6v5.5c0 4.6 3.2 8.3 7.5 9.5 4.3-1.2 7.5-4.9 7.5-9.5V6L12 3z",
   };
 
   function icon(name) {
@@ -486,6 +487,7 @@
     this.resultKey = null;
     this.cancelSent = false;
     this.partial = null;
+    this.partialSent = null;
     this.awaitingFinalInput = false;
     this.lastContext = null;
     this.hostPending = {};
@@ -560,6 +562,12 @@
     this.pendingResult = reply.toolResult || null;
     this.status = reply.status || this.call.status;
     this.finishedAt = this.call.finishedAt;
+    if (this.status === "streaming") {
+      // The model is still writing the arguments: what is stored so far is partial.
+      this.awaitingFinalInput = true;
+      if (!this.partial && reply.toolInput && Object.keys(reply.toolInput).length) this.partial = reply.toolInput;
+      this.toolInput = null;
+    }
     if (!this.pendingResult) this.absorb(this.call); // an event may have come first
     var preferred = this.legacy && Array.isArray(this.legacy.preferredFrameSize) ? parseInt(this.legacy.preferredFrameSize[1], 10) : NaN;
     if (isFinite(preferred) && /px$|^\d+$/.test(String(this.legacy.preferredFrameSize[1]).trim())) this.height = clamp(preferred, MIN_HEIGHT, MAX_HEIGHT);
@@ -579,6 +587,8 @@
     this.notice = h("div", { cls: "view-notice", attrs: { role: "status", "aria-live": "polite" } });
     this.notice.hidden = true;
     stage.appendChild(bar);
+    var prompt = this.modal ? null : this.permissionPrompt(reply.permissionRequest);
+    if (prompt) stage.appendChild(prompt);
     stage.appendChild(frame);
     stage.appendChild(this.notice);
     this.stage = stage;
@@ -968,7 +978,18 @@
     }
     if (!this.inputSent) {
       if (this.awaitingFinalInput) {
-        if (this.partial) this.post({ jsonrpc: "2.0", method: "ui/notifications/tool-input-partial", params: { arguments: this.partial } });
+        if (this.cancelReason !== undefined) {
+          // Ended before its arguments were complete: no tool-input, only the cancellation.
+          if (!this.cancelSent) {
+            this.cancelSent = true;
+            this.post({ jsonrpc: "2.0", method: "ui/notifications/tool-cancelled", params: this.cancelReason ? { reason: this.cancelReason } : {} });
+          }
+          return;
+        }
+        if (this.partial && this.partialSent !== this.partial) {
+          this.partialSent = this.partial;
+          this.post({ jsonrpc: "2.0", method: "ui/notifications/tool-input-partial", params: { arguments: this.partial } });
+        }
         return;
       }
       this.inputSent = true;
@@ -1014,7 +1035,8 @@
   View.prototype.onCall = function (call) {
     if (!call || call.id !== this.id || this.closed) return;
     var before = this.pendingResult;
-    if (this.awaitingFinalInput && call.arguments && typeof call.arguments === "object") {
+    if (this.awaitingFinalInput && call.status !== "streaming" && call.status !== "cancelled" && call.arguments && typeof call.arguments === "object") {
+      // The arguments are complete (the call was decided): tool-input follows the partials.
       this.awaitingFinalInput = false;
       this.toolInput = call.arguments;
     }
@@ -1036,7 +1058,84 @@
     if (!data.arguments || typeof data.arguments !== "object") return;
     this.awaitingFinalInput = true;
     this.partial = data.arguments;
-    if (this.ready && this.protocol === "mcp") this.post({ jsonrpc: "2.0", method: "ui/notifications/tool-input-partial", params: { arguments: data.arguments } });
+    if (this.ready && this.protocol === "mcp") {
+      this.partialSent = data.arguments;
+      this.post({ jsonrpc: "2.0", method: "ui/notifications/tool-input-partial", params: { arguments: data.arguments } });
+    }
+  };
+
+  // ---- permission requests -------------------------------------------------------------------
+
+  function listWords(words) {
+    if (words.length < 2) return words.join("");
+    return words.slice(0, -1).join(", ") + " and " + words[words.length - 1];
+  }
+
+  /** The prompt for permissions the view's resource declares and its binding has not
+   *  granted: owners answer it (Allow for this app / Not now), others see it waits. */
+  View.prototype.permissionPrompt = function (asked) {
+    if (!asked || !Array.isArray(asked.missing) || !asked.missing.length) return null;
+    var key = "atrium:permission-later:" + this.id + ":" + asked.missing.join(",");
+    try {
+      if (window.sessionStorage.getItem(key)) return null;
+    } catch (e) {
+      /* storage may be unavailable */
+    }
+    var self = this;
+    var labels = Array.isArray(asked.labels) && asked.labels.length ? asked.labels : asked.missing;
+    var text = this.appName() + " asks to use " + listWords(labels.map(String));
+    var box = h("div", { cls: "view-permission", attrs: { role: "group", "aria-label": "Permission request" } });
+    box.appendChild(icon("shield"));
+    if (!asked.canGrant) {
+      box.appendChild(h("span", { cls: "view-permission-text" }, h("strong", { text: text }), h("span", { cls: "view-permission-note", text: " · waiting for a workspace owner to allow it" })));
+      return box;
+    }
+    var status = h("span", { cls: "view-permission-note", attrs: { role: "status" } });
+    var allow = h("button", { cls: "btn btn-primary btn-sm", text: "Allow for this app", attrs: { type: "button" } });
+    var later = h("button", { cls: "btn btn-sm", text: "Not now", attrs: { type: "button" } });
+    allow.addEventListener("click", function () {
+      allow.disabled = true;
+      later.disabled = true;
+      status.textContent = "Allowing…";
+      request(self.client, { type: "view.grant_permissions", toolCallId: self.id, permissions: asked.missing }).then(
+        function () {
+          self.remount("permissions changed");
+        },
+        function (err) {
+          allow.disabled = false;
+          later.disabled = false;
+          status.textContent = (err && err.message) || "It could not be allowed.";
+        }
+      );
+    });
+    later.addEventListener("click", function () {
+      try {
+        window.sessionStorage.setItem(key, "1");
+      } catch (e) {
+        /* the prompt just goes away for now */
+      }
+      if (box.parentNode) box.parentNode.removeChild(box);
+    });
+    box.appendChild(h("span", { cls: "view-permission-text" }, h("strong", { text: text }), status));
+    box.appendChild(h("span", { cls: "view-permission-actions" }, allow, later));
+    return box;
+  };
+
+  /** Tear the frame down (the view is told first) and open it again: a new token, the new
+   *  iframe `allow`, and the lifecycle replayed from where the call stands. */
+  View.prototype.remount = function (reason) {
+    var self = this;
+    return this.teardown(reason).then(function () {
+      clearTimeout(self.readyTimer);
+      clearTimeout(self.sizeNotifyTimer);
+      self.removeFrame();
+      self.reset();
+      self.cancelReason = undefined;
+      self.pendingResult = null;
+      self.phase = "idle";
+      self.showLoading();
+      self.open();
+    });
   };
 
   // ---- size ----------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ ALL_SENTINELS = (
     RESOURCE_META_SENTINEL,
 )
 PEEK_TEXT = "peek: the answer is forty-two"
+GATE_TIMEOUT = 120.0  # seconds a gated stream waits for its test at most
 
 
 # ------------------------------------------------------------------------------ responses
@@ -40,7 +41,9 @@ class SSE:
     """A streamed 200 answer: each frame is written and flushed, ``delay`` s apart.
 
     A frame is a dict (sent as ``data: <json>``), an ``(event, dict)`` pair (sent with an
-    ``event:`` line), or a str (written verbatim — for malformed streams).
+    ``event:`` line), a str (written verbatim — for malformed streams), or a
+    ``threading.Event``: a gate the stream waits at until the test sets it (so a test can
+    pace a stream on what it has observed, not on the clock).
     """
 
     frames: list[Any]
@@ -112,6 +115,9 @@ class FakeLLM:
                 self.end_headers()
                 try:
                     for index, frame in enumerate(response.frames):
+                        if isinstance(frame, threading.Event):
+                            frame.wait(GATE_TIMEOUT)
+                            continue
                         pause = response.delays.get(index, response.delay)
                         if pause:
                             time.sleep(pause)
@@ -192,9 +198,10 @@ def openai_text(*pieces: str, delay: float = 0.0, delays: dict[int, float] | Non
 
 
 def openai_tool_calls(
-    *calls: tuple[str, str, list[str]], text: tuple[str, ...] = (), delay: float = 0.0
+    *calls: tuple[str, str, list[Any]], text: tuple[str, ...] = (), delay: float = 0.0
 ) -> SSE:
-    """Tool calls ``(id, name, argument fragments)``; fragments may split anywhere."""
+    """Tool calls ``(id, name, argument fragments)``; fragments may split anywhere, and a
+    ``threading.Event`` among them is a gate (see :class:`SSE`)."""
     frames: list[Any] = [_chunk({"role": "assistant", "content": None})]
     frames += [_chunk({"content": piece}) for piece in text]
     for index, (call_id, name, fragments) in enumerate(calls):
@@ -213,7 +220,9 @@ def openai_tool_calls(
             )
         )
         frames += [
-            _chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
+            fragment
+            if isinstance(fragment, threading.Event)
+            else _chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
             for fragment in fragments
         ]
     frames += [_chunk({}, "tool_calls"), USAGE_CHUNK, "data: [DONE]\n\n"]
