@@ -65,6 +65,9 @@ class AuditEventType(IntEnum):
     THREAD_CREATED = 102
     MESSAGE_POSTED = 110
     SOCKET_REJECTED = 120
+    SOCKET_CLOSED_SESSION_ENDED = 130
+    ACTION_REFUSED = 131
+    RATE_LIMITED = 132
 
     # 2xx — MCP servers and catalogue
     SERVER_ADDED = 200
@@ -94,6 +97,7 @@ class AuditEventType(IntEnum):
     WIDGET_STATE_SET = 408
     VIEW_TOKEN_REJECTED = 409
     VIEW_OPENED = 410
+    MODAL_REQUESTED = 430
 
     # 5xx — approvals
     APPROVAL_REQUESTED = 500
@@ -107,6 +111,7 @@ class AuditEventType(IntEnum):
     BINDING_CHANGED = 601
     BINDING_REMOVED = 602
     POLICY_CHANGED = 610
+    SERVER_CHANGE_REFUSED = 611
 
     # 7xx — media
     MEDIA_STAGED = 700
@@ -135,6 +140,9 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.THREAD_CREATED: "Thread created",
     AuditEventType.MESSAGE_POSTED: "Message posted",
     AuditEventType.SOCKET_REJECTED: "Websocket connection rejected",
+    AuditEventType.SOCKET_CLOSED_SESSION_ENDED: "Websocket closed: session ended",
+    AuditEventType.ACTION_REFUSED: "Action refused",
+    AuditEventType.RATE_LIMITED: "Request rate-limited",
     AuditEventType.SERVER_ADDED: "MCP server added",
     AuditEventType.SERVER_CHANGED: "MCP server changed",
     AuditEventType.SERVER_REMOVED: "MCP server removed",
@@ -158,6 +166,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.WIDGET_STATE_SET: "Widget state saved",
     AuditEventType.VIEW_TOKEN_REJECTED: "View capability token rejected",
     AuditEventType.VIEW_OPENED: "App view opened",
+    AuditEventType.MODAL_REQUESTED: "Modal requested by an app view",
     AuditEventType.APPROVAL_REQUESTED: "Approval requested",
     AuditEventType.APPROVAL_APPROVED: "Approval granted",
     AuditEventType.APPROVAL_REJECTED: "Approval rejected",
@@ -167,6 +176,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.BINDING_CHANGED: "App binding changed",
     AuditEventType.BINDING_REMOVED: "App binding removed",
     AuditEventType.POLICY_CHANGED: "Tool policy changed",
+    AuditEventType.SERVER_CHANGE_REFUSED: "MCP server change refused (superusers only)",
     AuditEventType.MEDIA_STAGED: "Media staged",
     AuditEventType.MEDIA_READY: "Media stored",
     AuditEventType.MEDIA_REJECTED: "Media rejected",
@@ -221,6 +231,7 @@ _EVENT_TYPE_BY_ACTION: dict[str, AuditEventType] = {
     "log_message": AuditEventType.VIEW_LOG_MESSAGE,
     "legacy_notify": AuditEventType.VIEW_LOG_MESSAGE,
     "widget_state": AuditEventType.WIDGET_STATE_SET,
+    "apps_sdk_request_modal": AuditEventType.MODAL_REQUESTED,
 }
 
 
