@@ -48,6 +48,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             os.environ.pop(key, None)
     work = Path(tempfile.mkdtemp(prefix=f"atrium-bench-{args.profile}-"))
     extra: dict[str, str] = {"LOG_LEVEL": "WARNING"}
+    # The bench measures the request path, not the rate limits (bindings.ratelimit).
+    extra["ATRIUM_RATE_LIMITS"] = json.dumps(
+        {kind: [10**6, 10**6] for kind in ("view_request", "user_view_request", "tool_call")}
+    )
     if production:
         # Our own Redis database numbers: LiveAtrium's defaults (5/6) are shared with
         # whatever live tests run on this machine, and a channel layer must not be shared.

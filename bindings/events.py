@@ -65,6 +65,9 @@ class AuditEventType(IntEnum):
     THREAD_CREATED = 102
     MESSAGE_POSTED = 110
     SOCKET_REJECTED = 120
+    SOCKET_CLOSED_SESSION_ENDED = 130
+    ACTION_REFUSED = 131
+    RATE_LIMITED = 132
 
     # 2xx — MCP servers and catalogue
     SERVER_ADDED = 200
@@ -100,6 +103,7 @@ class AuditEventType(IntEnum):
     VIEW_OPENED = 410
     VIEW_PERMISSION_GRANTED = 420
     VIEW_PERMISSION_REFUSED = 421
+    MODAL_REQUESTED = 430
 
     # 5xx — approvals
     APPROVAL_REQUESTED = 500
@@ -118,6 +122,7 @@ class AuditEventType(IntEnum):
     BINDING_CHANGED = 601
     BINDING_REMOVED = 602
     POLICY_CHANGED = 610
+    SERVER_CHANGE_REFUSED = 611
 
     # 7xx — media
     MEDIA_STAGED = 700
@@ -146,6 +151,9 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.THREAD_CREATED: "Thread created",
     AuditEventType.MESSAGE_POSTED: "Message posted",
     AuditEventType.SOCKET_REJECTED: "Websocket connection rejected",
+    AuditEventType.SOCKET_CLOSED_SESSION_ENDED: "Websocket closed: session ended",
+    AuditEventType.ACTION_REFUSED: "Action refused",
+    AuditEventType.RATE_LIMITED: "Request rate-limited",
     AuditEventType.SERVER_ADDED: "MCP server added",
     AuditEventType.SERVER_CHANGED: "MCP server changed",
     AuditEventType.SERVER_REMOVED: "MCP server removed",
@@ -175,6 +183,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.VIEW_OPENED: "App view opened",
     AuditEventType.VIEW_PERMISSION_GRANTED: "Permission granted to an app from its view",
     AuditEventType.VIEW_PERMISSION_REFUSED: "Permission grant from a view refused",
+    AuditEventType.MODAL_REQUESTED: "Modal requested by an app view",
     AuditEventType.APPROVAL_REQUESTED: "Approval requested",
     AuditEventType.APPROVAL_APPROVED: "Approval granted",
     AuditEventType.APPROVAL_REJECTED: "Approval rejected",
@@ -188,6 +197,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.BINDING_CHANGED: "App binding changed",
     AuditEventType.BINDING_REMOVED: "App binding removed",
     AuditEventType.POLICY_CHANGED: "Tool policy changed",
+    AuditEventType.SERVER_CHANGE_REFUSED: "MCP server change refused (superusers only)",
     AuditEventType.MEDIA_STAGED: "Media staged",
     AuditEventType.MEDIA_READY: "Media stored",
     AuditEventType.MEDIA_REJECTED: "Media rejected",
@@ -242,6 +252,7 @@ _EVENT_TYPE_BY_ACTION: dict[str, AuditEventType] = {
     "log_message": AuditEventType.VIEW_LOG_MESSAGE,
     "legacy_notify": AuditEventType.VIEW_LOG_MESSAGE,
     "widget_state": AuditEventType.WIDGET_STATE_SET,
+    "apps_sdk_request_modal": AuditEventType.MODAL_REQUESTED,
 }
 
 

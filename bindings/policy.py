@@ -36,7 +36,9 @@ The rules, in the order they are checked (the first failing rule is the reason):
     thread (``scope_mismatch``: a workspace binding covers every thread of its
     workspace, a thread binding only its thread), be the binding the view was
     rendered under (``binding_mismatch``: a replaced binding retires its old
-    views), and be enabled (``binding_disabled``).
+    views), and be enabled (``binding_disabled``); the server itself must be
+    enabled too (``server_disabled``): disabling a server stops every open view,
+    pending approval and model offer of it at once.
 6.  **The tool** (tool calls and tool offers). It must exist in the catalogue
     under that name (``tool_not_found``), belong to the target server
     (``cross_server``), be enabled by the binding (``tool_not_enabled``) and be
@@ -209,6 +211,7 @@ class ActionKind(StrEnum):
     APPS_SDK_FOLLOW_UP = "apps_sdk_follow_up"  # sendFollowUpMessage → ui/message
     APPS_SDK_OPEN_EXTERNAL = "apps_sdk_open_external"  # openExternal → ui/open-link
     WIDGET_STATE = "widget_state"  # setWidgetState
+    APPS_SDK_REQUEST_MODAL = "apps_sdk_request_modal"  # requestModal: the view in a dialog
 
     @property
     def audit_event_type(self) -> AuditEventType:
@@ -290,6 +293,7 @@ class Reason(StrEnum):
     SCOPE_MISMATCH = "scope_mismatch"
     BINDING_MISMATCH = "binding_mismatch"
     BINDING_DISABLED = "binding_disabled"
+    SERVER_DISABLED = "server_disabled"
     TOOL_NOT_FOUND = "tool_not_found"
     TOOL_NOT_ENABLED = "tool_not_enabled"
     TOOL_NOT_VISIBLE_TO_APP = "tool_not_visible_to_app"
@@ -419,6 +423,8 @@ class BindingSnap:
     ui_message_rate_limit: int = DEFAULT_UI_MESSAGE_RATE_LIMIT  # per view per window
     granted_permissions: frozenset[str] = frozenset()
     allowed_domains: frozenset[str] = frozenset()
+    # The bound server's own enabled flag: a server an admin disabled runs nothing.
+    server_enabled: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scope", Scope(self.scope))
@@ -744,6 +750,8 @@ _RULES: Mapping[ActionKind, _Rule] = MappingProxyType(
         ActionKind.LOG_MESSAGE: _APP_LOG,
         ActionKind.LEGACY_NOTIFY: _APP_LOG,
         ActionKind.WIDGET_STATE: _Rule(_APP),
+        # A dialog in the viewer's own browser, titled with the app's name by the host.
+        ActionKind.APPS_SDK_REQUEST_MODAL: _Rule(_APP, viewer_may=True),
     }
 )
 
@@ -905,6 +913,8 @@ def decide(
         )
     if not binding.enabled:
         return deny(Reason.BINDING_DISABLED, "This app is disabled here.")
+    if not binding.server_enabled:
+        return deny(Reason.SERVER_DISABLED, "An administrator has disabled this app's server.")
 
     # 6. The tool.
     if rule.needs_visibility is not None:

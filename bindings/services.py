@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from mcp_bridge.csp import parse_permissions
+from mcp_bridge.models import McpServer
 
 from . import policy
 from .audit import digest_arguments, record, select_rows
@@ -306,7 +307,11 @@ def models_q_thread(thread_id: int):
 # ---------------------------------------------------------------------------- snapshots
 
 
-def binding_snap(binding: AppBinding | None) -> policy.BindingSnap | None:
+def binding_snap(
+    binding: AppBinding | None, *, server_enabled: bool | None = None
+) -> policy.BindingSnap | None:
+    """`server_enabled`: the bound server's flag, when the caller has just read the server
+    (else it is read here: a disabled server must decide the very next action)."""
     if binding is None:
         return None
     allowed = binding.allowed_domains
@@ -334,7 +339,14 @@ def binding_snap(binding: AppBinding | None) -> policy.BindingSnap | None:
         ui_message_rate_limit=binding.ui_message_rate_limit,
         granted_permissions=frozenset(binding.granted_permissions or ()),
         allowed_domains=frozenset(flat),
+        server_enabled=_server_enabled(binding) if server_enabled is None else server_enabled,
     )
+
+
+def _server_enabled(binding: AppBinding) -> bool:
+    if AppBinding.server.is_cached(binding):
+        return bool(binding.server.enabled)
+    return McpServer.objects.filter(pk=binding.server_id, enabled=True).exists()
 
 
 def tool_snap(tool: Any, server_id: int, name: str) -> policy.ToolSnap:
@@ -425,9 +437,12 @@ def authorize(
     binding: AppBinding | None = None,
     preread: Any = None,
     audit: bool = True,
+    server_enabled: bool | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Authorization:
-    """Decide one action and audit the decision. `view` is the ToolCall of the view."""
+    """Decide one action and audit the decision. `view` is the ToolCall of the view.
+    `server_enabled`: the target server's flag if the caller read the server row with
+    this request (saves a statement); otherwise it is read here."""
     binding = binding or binding_for(thread=thread, server_id=server_id)
     name = tool_name or getattr(tool, "name", None)
     view_ref = None
@@ -449,7 +464,7 @@ def authorize(
             kind=actor_kind, user_id=getattr(user, "pk", None), role=role, view=view_ref
         ),
         thread=policy.ThreadRef(id=thread.pk, workspace_id=thread.workspace_id),
-        binding=binding_snap(binding),
+        binding=binding_snap(binding, server_enabled=server_enabled),
         tool=tool_snap(tool, server_id, name) if name else None,
         # `preread`: the rows the caller just read (bindings.selectors.call_authority).
         policy=policy_snap(binding, name) if preread is None else preread.policy,
@@ -529,6 +544,57 @@ def record_refused_request(
         extra=extra,
     )
     return event.pk
+
+
+def record_action_refused(
+    *,
+    user: Any,
+    workspace_id: int | None,
+    thread_id: int | None,
+    action: str,
+    reason: str,
+    event_type: AuditEventType = AuditEventType.ACTION_REFUSED,
+    actor_kind: str = "user",
+    server_id: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> int:
+    """Audit a refusal that no policy decision recorded (a viewer's post, an unknown
+    approval, a malformed action...): every refusal leaves a `denied` row (DESIGN §8.10)."""
+    authenticated = getattr(user, "is_authenticated", False)
+    event = record(
+        event_type=event_type,
+        decision=Decision.DENIED,
+        actor_kind=actor_kind if authenticated else "system",
+        actor_user_id=user.pk if authenticated else None,
+        actor_label=ACTOR_LABELS.get(actor_kind, actor_kind),
+        workspace_id=workspace_id,
+        thread_id=thread_id,
+        server_id=server_id,
+        action=action[:60],
+        reason=reason[:200],
+        extra=extra,
+    )
+    return event.pk
+
+
+def record_rate_limited(
+    *,
+    user: Any,
+    workspace_id: int | None,
+    thread_id: int | None,
+    bucket: str,
+    refused_since_last: int,
+) -> int:
+    """Audit a rate-limited request (the first of a burst; see bindings.ratelimit)."""
+    return record_action_refused(
+        user=user,
+        workspace_id=workspace_id,
+        thread_id=thread_id,
+        action=bucket,
+        reason="rate_limited",
+        event_type=AuditEventType.RATE_LIMITED,
+        extra={"bucket": bucket, "refused_since_last_row": refused_since_last},
+    )
 
 
 # ---------------------------------------------------------------------------- approvals

@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from bindings.selectors import ensure_thread_catalogues, offered_tools
 
 from . import services
+from .markdown import code_span, escape_markdown
 
 if TYPE_CHECKING:
     from .actions import ActionContext
@@ -56,9 +57,10 @@ def _tools_text(ctx: ActionContext) -> str:
         ui = " · has a view" if tool.resource_uri else ""
         risk = "" if offered.risk == "read" else f" · {offered.risk}"
         summary = (tool.description or tool.title or "").strip().splitlines()
+        # Server-supplied names and descriptions are shown as text, never as Markdown.
         lines.append(
-            f"- `{tool.server.slug}.{tool.name}`{ui}{risk}"
-            + (f" — {summary[0][:140]}" if summary else "")
+            f"- {code_span(f'{tool.server.slug}.{tool.name}')}{ui}{risk}"
+            + (f" — {escape_markdown(summary[0][:140])}" if summary else "")
         )
     return "\n".join(lines)
 
@@ -85,6 +87,6 @@ async def dispatch_command(ctx: ActionContext, message: Message) -> bool:
             await call_tool_as_user(ctx, server, tool, arguments, message=message)
             return True
     else:
-        reply = f"Unknown command `{command[:40]}`. Try `/help`."
+        reply = f"Unknown command {code_span(command[:40])}. Try `/help`."
     await database_sync_to_async(services.post_system_message)(thread=ctx.thread, text=reply)
     return True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -11,7 +13,11 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.utils import timezone
 
+from bindings import ratelimit
+from bindings import services as authority
 from bindings.audit import record, select_rows
 from bindings.events import AuditEventType, Decision
 
@@ -38,11 +44,75 @@ def _load_thread(user: Any, thread_id: int):
     return thread_with_membership(user=user, thread_id=thread_id)
 
 
+@dataclass(frozen=True)
+class SessionPin:
+    """What the socket was opened with: a session that must still exist, and the user's
+    password hash and active flag as they were (a password change or deactivation ends
+    every socket, as it ends every other session)."""
+
+    user_id: int
+    password: str
+    session_key: str | None
+
+
+_DB_SESSIONS = "django.contrib.sessions.backends.db"
+
+
 @database_sync_to_async
-def _reload_membership(membership: Membership) -> Membership | None:
-    # Before every action: one lean statement (bindings.audit.select_rows).
-    rows = select_rows(Membership, "id = %s", [membership.pk])
+def _reload_membership(membership: Membership, pin: SessionPin) -> Membership | None:
+    """Before every action: the membership row, only while the user is active with the same
+    password and the session still exists. One lean statement (bindings.audit.select_rows)."""
+    user_table = get_user_model()._meta.db_table
+    where = (
+        f"id = %s AND EXISTS (SELECT 1 FROM {user_table} WHERE id = %s AND is_active = %s"
+        " AND password = %s)"
+    )
+    params: list[Any] = [membership.pk, pin.user_id, True, pin.password]
+    db_sessions = settings.SESSION_ENGINE == _DB_SESSIONS
+    if db_sessions:
+        where += (
+            " AND EXISTS (SELECT 1 FROM django_session WHERE session_key = %s AND expire_date > %s)"
+        )
+        params += [pin.session_key or "", timezone.now()]
+    rows = select_rows(Membership, where, params)
+    if rows and not db_sessions:
+        store = import_module(settings.SESSION_ENGINE).SessionStore
+        if not (pin.session_key and store().exists(pin.session_key)):
+            return None
     return rows[0] if rows else None
+
+
+def user_group(user_id: int) -> str:
+    """Every socket of one user (closed when their session ends: chat.receivers)."""
+    return f"user.{user_id}"
+
+
+@database_sync_to_async
+def _audit_refusal(ctx: ActionContext, action: str, code: str, extra: dict | None = None) -> None:
+    # Refusals are audited at a bounded rate per user: bad input must not become a flood
+    # of audit rows (bindings.ratelimit).
+    if not ratelimit.take("refusal_audit", str(ctx.user.pk)).allowed:
+        return
+    authority.record_action_refused(
+        user=ctx.user,
+        workspace_id=ctx.thread.workspace_id,
+        thread_id=ctx.thread.pk,
+        action=action,
+        reason=code,
+        extra=extra,
+    )
+
+
+@database_sync_to_async
+def _audit_session_ended(ctx: ActionContext, reason: str) -> None:
+    authority.record_action_refused(
+        user=ctx.user,
+        workspace_id=ctx.thread.workspace_id,
+        thread_id=ctx.thread.pk,
+        action="socket",
+        reason=reason,
+        event_type=AuditEventType.SOCKET_CLOSED_SESSION_ENDED,
+    )
 
 
 @database_sync_to_async
@@ -59,6 +129,7 @@ def _audit_refused(user: Any, thread_id: int, reason: str) -> None:
 
 class ThreadConsumer(AsyncJsonWebsocketConsumer):
     ctx: ActionContext | None = None
+    pin: SessionPin
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """As channels' dispatch, without its `aclose_old_connections()` before each channel
@@ -98,7 +169,14 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             channel_name=self.channel_name,
             send=self.send_json,
         )
+        session = self.scope.get("session")
+        self.pin = SessionPin(
+            user_id=user.pk,
+            password=user.password,
+            session_key=getattr(session, "session_key", None),
+        )
         await self.channel_layer.group_add(thread_group(thread.pk), self.channel_name)
+        await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         await self.accept()
         await self.send_json(
             {
@@ -107,6 +185,8 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                 "role": membership.role,
                 "capabilities": sorted(caps),
                 "lastSeq": thread.last_seq,
+                # The client refuses larger requests itself (chat.js): they never get here.
+                "maxMessageBytes": settings.ATRIUM_MAX_WS_MESSAGE,
             }
         )
         after = query.get("after", [None])[0]
@@ -118,6 +198,32 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(
                 thread_group(self.ctx.thread.pk), self.channel_name
             )
+            await self.channel_layer.group_discard(user_group(self.ctx.user.pk), self.channel_name)
+
+    async def session_ended(self, message: dict[str, Any]) -> None:
+        """The user logged out (one session) or their account changed (all: re-check)."""
+        if self.ctx is None:
+            return
+        ended = message.get("session_key")
+        if ended is not None and ended != self.pin.session_key:
+            return
+        if ended is None and await _reload_membership(self.ctx.membership, self.pin):
+            return  # e.g. their name changed: this session is still good
+        await self._end_session("session_ended")
+
+    async def _end_session(self, reason: str, rid: Any = None, code: str = "session_ended") -> None:
+        assert self.ctx is not None
+        await _audit_session_ended(self.ctx, reason)
+        await self._send_error(
+            rid,
+            code,
+            "Your session has ended, or you are no longer a member of this workspace; "
+            "sign in again.",
+        )
+        ctx, self.ctx = self.ctx, None  # nothing more is handled on this socket
+        await self.channel_layer.group_discard(thread_group(ctx.thread.pk), self.channel_name)
+        await self.channel_layer.group_discard(user_group(ctx.user.pk), self.channel_name)
+        await self.close(code=CLOSE_FORBIDDEN)
 
     async def _replay(self, after: int) -> None:
         assert self.ctx is not None
@@ -135,6 +241,9 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self._send_error(None, "binary_not_supported", "Send JSON text frames.")
             return
         if len(text_data) > settings.ATRIUM_MAX_WS_MESSAGE:
+            await _audit_refusal(
+                self.ctx, "websocket", "message_too_large", {"chars": len(text_data)}
+            )
             await self._send_error(
                 None,
                 "message_too_large",
@@ -144,6 +253,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         try:
             content = json.loads(text_data)
         except (ValueError, RecursionError):
+            await _audit_refusal(self.ctx, "websocket", "invalid_json")
             await self._send_error(None, "invalid_json", "That message was not valid JSON.")
             return
         await self.receive_json(content)
@@ -168,20 +278,21 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return
         handler = actions.HANDLERS.get(kind)
         if handler is None:
+            await _audit_refusal(self.ctx, "websocket", "unknown_type", {"type": kind[:60]})
             await self._send_error(rid, "unknown_type", f"Unknown message type '{kind[:60]}'.")
             return
-        # Roles can change while a socket is open: re-check membership on every action.
-        membership = await _reload_membership(self.ctx.membership)
+        # Roles, sessions and accounts change while a socket is open: re-check them on
+        # every action (the membership, the session, the user's password and active flag).
+        membership = await _reload_membership(self.ctx.membership, self.pin)
         if membership is None:
-            await self._send_error(
-                rid, "forbidden", "You are no longer a member of this workspace."
-            )
-            await self.close(code=CLOSE_FORBIDDEN)
+            await self._end_session("not_a_member_or_session_ended", rid, "forbidden")
             return
         self.ctx.membership = membership
         try:
             result = await handler(self.ctx, content)
         except ActionError as exc:
+            if not exc.audited:
+                await _audit_refusal(self.ctx, kind[:60], exc.code)
             await self.send_json({"type": "reply", "rid": rid, "ok": False, "error": exc.to_dict()})
             return
         except Exception:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
@@ -47,3 +48,26 @@ def render_markdown(text: str) -> str:
     if len(text) <= CACHED_TEXT_LIMIT:
         return _render_cached(text)
     return _md.render(text)
+
+
+# Text from elsewhere (an MCP server's tool names and descriptions) placed in Markdown that
+# Atrium writes: it must stay text — no links, emphasis, code spans or HTML of its own.
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation (CommonMark)
+_BACKTICK_RUNS = re.compile(r"`+")
+
+
+def escape_markdown(text: str) -> str:
+    """``text`` as literal Markdown text on one line (every ASCII punctuation escaped)."""
+    return _PUNCTUATION.sub(r"\\\1", " ".join((text or "").split()))
+
+
+def code_span(text: str) -> str:
+    """``text`` as one inline code span, whatever backticks it holds (the fence is longer
+    than its longest run of backticks, as CommonMark allows)."""
+    flat = " ".join((text or "").split())
+    fence = "`" * (max((len(r) for r in _BACKTICK_RUNS.findall(flat)), default=0) + 1)
+    return (
+        f"{fence} {flat} {fence}"
+        if flat.startswith("`") or flat.endswith("`")
+        else (f"{fence}{flat}{fence}")
+    )

@@ -47,7 +47,7 @@ MEDIA_CSP = (
     "default-src 'none'; img-src 'self'; media-src 'self'; style-src 'unsafe-inline'; sandbox"
 )
 INLINE_KINDS = ("image", "audio", "video")
-_RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_RANGE_RE = re.compile(r"^bytes=([0-9]*)-([0-9]*)$")  # ASCII digits only
 _UNSAFE_FILENAME_RE = re.compile(r'[\x00-\x1f\x7f-\x9f/\\:*?"<>|;]+')
 _EXTENSIONS = {
     "image/webp": ".webp",
@@ -190,13 +190,21 @@ def _range_header(request: HttpRequest, etag: str) -> str | None:
     return wanted
 
 
+MAX_RANGE_HEADER = 200
+MAX_RANGE_DIGITS = 19  # bytes: 10**19 is more than any file
+
+
 def parse_range(header: str, size: int) -> tuple[int, int] | str | None:
     """One ``bytes=`` range → (first, last) inclusive; ``"unsatisfiable"``; or None to
     ignore the header (malformed, or several ranges)."""
+    if len(header) > MAX_RANGE_HEADER:
+        return None  # no real client sends this; never parse thousands of digits
     match = _RANGE_RE.match(header.strip().replace(" ", ""))
     if match is None:
         return None
     first, last = match.groups()
+    if len(first) > MAX_RANGE_DIGITS or len(last) > MAX_RANGE_DIGITS:
+        return None  # beyond any file size (and past int()'s digit limit): ignored
     if first == "" and last == "":
         return None
     if first == "":

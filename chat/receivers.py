@@ -49,11 +49,55 @@ def tell_threads_their_allowances(*, workspace_id: int, thread_id: int | None, *
         )
 
 
+def _end_sockets(user_id: int, session_key: str | None) -> None:
+    """Ask every socket of a user to close (one session: `session_key`) or to re-check its
+    session (None), once the change is committed."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+    from django.db import transaction
+
+    from .consumers import user_group
+
+    def send() -> None:
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)(
+                user_group(user_id), {"type": "session.ended", "session_key": session_key}
+            )
+
+    transaction.on_commit(send)
+
+
+def end_sockets_on_logout(*, request: Any, user: Any, **_: Any) -> None:
+    if user is not None:
+        session = getattr(request, "session", None)
+        _end_sockets(user.pk, getattr(session, "session_key", None) or "")
+
+
+def recheck_sockets_on_account_change(
+    *, instance: Any, update_fields: Any = None, **_: Any
+) -> None:
+    """A password change or deactivation (admin, shell, service) ends the user's sockets."""
+    if update_fields is not None and set(update_fields) <= {"last_login"}:
+        return  # a login elsewhere changes nothing for open sockets
+    _end_sockets(instance.pk, None)
+
+
 def connect() -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.signals import user_logged_out
+    from django.db.models.signals import post_save
+
     from bindings.signals import allowances_changed, approvals_cancelled
 
     allowances_changed.connect(
         tell_threads_their_allowances, dispatch_uid="chat.tell_threads_their_allowances"
+    )
+    user_logged_out.connect(end_sockets_on_logout, dispatch_uid="chat.end_sockets_on_logout")
+    post_save.connect(
+        recheck_sockets_on_account_change,
+        sender=get_user_model(),
+        dispatch_uid="chat.recheck_sockets_on_account_change",
     )
     approvals_cancelled.connect(
         close_calls_of_cancelled_approvals, dispatch_uid="chat.close_cancelled_approval_calls"

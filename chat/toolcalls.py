@@ -180,6 +180,8 @@ def _decide(
             view=request.parent_view,
             binding=found.binding,
             preread=found if found.binding is not None else None,
+            # A view's server row is read fresh with each of its requests.
+            server_enabled=request.server.enabled if request.origin == "app_view" else None,
         )
         decision = auth.decision
         if decision.allowed:
@@ -847,6 +849,7 @@ def _approval_outcome(
             arguments=approval.arguments,
             view=call.parent_view,
             approved=True,
+            server_enabled=call.server.enabled,  # just read: a disabled server runs nothing
             extra={"approval_id": approval.pk},
         )
         if not auth.allowed:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.conf import settings
+
+from bindings import ratelimit
+from bindings import services as authority
+from bindings.events import AuditEventType
 
 from .hosts import is_sandbox_host
 
@@ -12,6 +17,23 @@ from .hosts import is_sandbox_host
 def allowed_ws_origins() -> set[str]:
     extra = getattr(settings, "ATRIUM_EXTRA_WS_ORIGINS", [])
     return {settings.ATRIUM_APP_ORIGIN.lower(), *(o.lower().rstrip("/") for o in extra)}
+
+
+@database_sync_to_async
+def _audit_refused(reason: str, extra: dict[str, Any]) -> None:
+    """Every refused handshake is audited, at a bounded rate for all clients together (a
+    page that retries forever must not fill the audit log)."""
+    if not ratelimit.take("socket_refusal_audit", "all").allowed:
+        return
+    authority.record_action_refused(
+        user=None,
+        workspace_id=None,
+        thread_id=None,
+        action="websocket",
+        reason=reason,
+        event_type=AuditEventType.SOCKET_REJECTED,
+        extra=extra,
+    )
 
 
 class WebsocketGuard:
@@ -26,6 +48,10 @@ class WebsocketGuard:
         origin = headers.get("origin", "").lower().rstrip("/")
         if is_sandbox_host(host) or origin not in allowed_ws_origins():
             await receive()  # the websocket.connect message
+            await _audit_refused(
+                "sandbox_host" if is_sandbox_host(host) else "origin_not_allowed",
+                {"origin": origin[:200], "host": host[:200], "path": str(scope.get("path"))[:200]},
+            )
             await send({"type": "websocket.close", "code": 4403})
             return
         await self.app(scope, receive, send)

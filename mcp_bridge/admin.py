@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
@@ -46,7 +47,8 @@ class McpServerForm(forms.ModelForm):
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
         help_text="KEY=VALUE per line (values are hidden once saved; leave empty to keep; "
-        "write ${NAME} to read NAME from the environment).",
+        "write ${ATRIUM_MCP_NAME} to read that variable from the environment; only names "
+        "starting with ATRIUM_MCP_ are allowed).",
     )
     headers = forms.CharField(
         required=False,
@@ -90,6 +92,9 @@ class McpServerForm(forms.ModelForm):
             if sep not in line:
                 raise forms.ValidationError(f"Expected KEY{sep}VALUE, got {line[:40]!r}.")
             key, value = line.split(sep, 1)
+            problem = services.env_reference_problem(value.strip())
+            if problem:
+                raise forms.ValidationError(problem)
             result[key.strip()] = value.strip()
         return result
 
@@ -107,6 +112,16 @@ def _server_snapshot(server: McpServer) -> dict:
     snap["env_keys"] = sorted(server.env or {})
     snap["header_keys"] = sorted(server.headers or {})
     return snap
+
+
+# What a server executes or where it connects (and with which secrets): superusers only
+# (DESIGN §8.11). Other staff with the change permission may enable/disable a server and
+# tune its timeouts; the connection fields are not even shown to them (they hold secrets).
+CONNECTION_FIELDS = ("transport", "command", "args", "env", "cwd", "url", "headers")
+
+
+def _is_superuser(request: HttpRequest) -> bool:
+    return bool(getattr(request.user, "is_superuser", False))
 
 
 class ToolInline(admin.TabularInline):
@@ -157,6 +172,54 @@ class McpServerAdmin(admin.ModelAdmin):
     readonly_fields = ["last_error", "last_seen", "catalogue_refreshed_at"]
     inlines = [ToolInline]
     actions = ["refresh_catalogue"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # A new server is a new command or URL.
+        return _is_superuser(request) and super().has_add_permission(request)
+
+    def add_view(self, request: HttpRequest, form_url: str = "", extra_context=None):
+        if not _is_superuser(request) and request.user.is_staff:
+            # Outside the admin's transaction: the refusal's audit row commits.
+            record(
+                event_type=AuditEventType.SERVER_CHANGE_REFUSED,
+                decision=Decision.DENIED,
+                actor_kind="user",
+                actor_user_id=request.user.pk,
+                actor_label="admin",
+                action="admin",
+                reason="superuser_required",
+                extra={"via": "admin", "attempt": "add server", "method": request.method},
+            )
+            raise PermissionDenied("Only superusers add MCP servers.")
+        return super().add_view(request, form_url, extra_context)
+
+    def get_fields(self, request: HttpRequest, obj=None):
+        fields = list(super().get_fields(request, obj))
+        if _is_superuser(request):
+            return fields
+        return [f for f in fields if f not in CONNECTION_FIELDS] + ["connection"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        if _is_superuser(request):
+            return fields
+        return [*fields, "name", "slug", "sandbox_subdomain", "connection"]
+
+    def get_form(self, request: HttpRequest, obj=None, change: bool = False, **kwargs):
+        if not _is_superuser(request):
+            kwargs["fields"] = [
+                f
+                for f in McpServerForm.Meta.fields
+                if f not in CONNECTION_FIELDS and f not in ("name", "slug", "sandbox_subdomain")
+            ]
+        return super().get_form(request, obj, change, **kwargs)
+
+    @admin.display(description="connection")
+    def connection(self, obj: McpServer) -> str:
+        """What non-superusers see of the connection: its kind, never a command or URL."""
+        if obj.transport == "stdio":
+            return "stdio (a local command; only superusers see or change it)"
+        return f"{obj.transport} (a URL; only superusers see or change it)"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
         return (
@@ -231,6 +294,8 @@ class McpServerAdmin(admin.ModelAdmin):
     # -- audited writes (key names only: values may be secrets) -----------------------
 
     def save_model(self, request: HttpRequest, obj: McpServer, form, change: bool) -> None:
+        if not _is_superuser(request) and not change:
+            raise PermissionDenied("Only superusers add servers.")  # add_view audits it
         with transaction.atomic():
             before = (
                 _server_snapshot(McpServer.objects.get(pk=obj.pk)) if change and obj.pk else None

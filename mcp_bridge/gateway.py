@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -92,6 +93,32 @@ async def tool_for(server: McpServer, name: str, *, refresh: bool = True) -> Too
     return tool
 
 
+INLINE_VALIDATION_CHARS = 8 * 1024
+VALIDATION_TIMEOUT = 2.0  # seconds
+
+
+async def _validate(arguments: dict[str, Any], tool: Tool) -> None:
+    """Check arguments against the server's schema. Small arguments inline (patterns run
+    in RE2: linear time); large ones in a thread, bounded in time, so that neither a big
+    payload nor a pathological schema holds the event loop every socket shares."""
+    schema = tool.input_schema or None
+    try:
+        small = len(json.dumps(arguments, default=str)) <= INLINE_VALIDATION_CHARS
+    except (TypeError, ValueError, RecursionError):
+        small = False
+    if small:
+        validate_arguments(arguments, schema)
+        return
+    try:
+        await asyncio.wait_for(
+            asyncio.to_thread(validate_arguments, arguments, schema), VALIDATION_TIMEOUT
+        )
+    except TimeoutError:
+        raise InvalidArguments(
+            ["the arguments took too long to check against the tool's schema"], tool=tool.name
+        ) from None
+
+
 async def call_tool(
     server: McpServer,
     tool: Tool,
@@ -103,7 +130,7 @@ async def call_tool(
     """Validate arguments against the tool's schema, call it; returns (raw result, ms)."""
     if not isinstance(arguments, dict):
         raise InvalidArguments(["arguments must be a JSON object"], tool=tool.name)
-    validate_arguments(arguments, tool.input_schema or None)
+    await _validate(arguments, tool)
     spec = services.spec_for(server)
     started = time.perf_counter()
     try:

@@ -36,10 +36,32 @@ class ServerConfigError(ValueError):
     pass
 
 
+# `${NAME}` may name only variables with this prefix: the deployment decides which of its
+# environment servers may see (never SECRET_KEY, DATABASE_URL, provider keys...).
+ENV_REF_PREFIX = "ATRIUM_MCP_"
+
+
+def env_reference_problem(value: Any) -> str | None:
+    """Why a configured env/header value may not be stored, or None."""
+    match = _ENV_REF.match(str(value or ""))
+    if match and not match.group(1).startswith(ENV_REF_PREFIX):
+        return (
+            f"${{{match.group(1)}}} is not allowed: only variables named "
+            f"{ENV_REF_PREFIX}* can be referenced."
+        )
+    return None
+
+
 def _resolve(value: str) -> str:
-    """`${NAME}` reads NAME from the environment, so secrets need not live in the DB."""
+    """`${NAME}` reads NAME from the environment, so secrets need not live in the DB; only
+    an allow-listed NAME (ENV_REF_PREFIX) resolves."""
     match = _ENV_REF.match(value or "")
-    return os.environ.get(match.group(1), "") if match else value
+    if not match:
+        return value
+    problem = env_reference_problem(value)
+    if problem:
+        raise ServerConfigError(problem)
+    return os.environ.get(match.group(1), "")
 
 
 def spec_for(server: McpServer) -> ServerSpec:
@@ -100,6 +122,10 @@ def add_server(
     for kind, pairs in (("environment variable", env), ("header", headers)):
         if any(not isinstance(key, str) or not key.strip() for key in pairs or {}):
             raise ServerConfigError(f"Every {kind} needs a name.")
+        for value in (pairs or {}).values():
+            problem = env_reference_problem(value)
+            if problem:
+                raise ServerConfigError(problem)
     slug = slugify(slug or name)[:60]
     if not slug:
         raise ServerConfigError("The server needs a name made of letters or digits.")

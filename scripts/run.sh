@@ -32,7 +32,11 @@ trap stop INT TERM
 $BIN/celery -A config worker --pool=solo --loglevel=INFO --without-gossip --without-mingle \
   --without-heartbeat >"$VAR/log/celery.log" 2>&1 &
 pids+=($!)
-$BIN/daphne -b 127.0.0.1 -p "$PORT" config.asgi:application >"$VAR/log/daphne.log" 2>&1 &
+# Frames up to 8 MiB reach Atrium, which answers anything past ATRIUM_MAX_WS_MESSAGE with
+# an error and keeps the socket; larger frames are cut off by daphne before buffering
+# (docs/security.md).
+$BIN/daphne -b 127.0.0.1 -p "$PORT" --websocket-max-message-size 8388608 \
+  --websocket-max-frame-size 8388608 config.asgi:application >"$VAR/log/daphne.log" 2>&1 &
 pids+=($!)
 
 for _ in $(seq 1 100); do

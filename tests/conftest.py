@@ -202,3 +202,12 @@ def toolcall_event(status: str | None = None, tool: str | None = None):
 def pytest_collection_modifyitems(config, items) -> None:
     """Real-Chromium tests run last: they are the slowest and drive their own event loop."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits():
+    """Every test starts with full rate-limit buckets (bindings.ratelimit, embedded store)."""
+    from bindings import ratelimit
+
+    ratelimit.reset_for_tests()
+    yield

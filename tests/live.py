@@ -22,6 +22,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+DAPHNE_MAX_MESSAGE = 8 * 1024 * 1024
 
 
 def free_port() -> int:
@@ -152,6 +153,11 @@ class LiveAtrium:
                     "127.0.0.1",
                     "-p",
                     str(self.port),
+                    # As scripts/run.sh (docs/security.md: websocket frame limits).
+                    "--websocket-max-message-size",
+                    str(DAPHNE_MAX_MESSAGE),
+                    "--websocket-max-frame-size",
+                    str(DAPHNE_MAX_MESSAGE),
                     "config.asgi:application",
                 ],
                 cwd=ROOT,

@@ -8,7 +8,7 @@ from channels.db import database_sync_to_async
 
 from .. import services
 from ..commands import dispatch_command
-from . import ActionContext, ActionError, action, require_actor
+from . import ActionContext, ActionError, action, rate_limited_error, require_actor, take_tokens
 
 
 @action("message.post")
@@ -17,6 +17,9 @@ async def post_message(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any
     text = msg.get("text")
     if not isinstance(text, str):
         raise ActionError("invalid_message", "'text' must be a string.")
+    verdict = await take_tokens(ctx, [("message", str(ctx.user.pk))])
+    if not verdict.allowed:
+        raise rate_limited_error(verdict, "messages")
     try:
         message = await database_sync_to_async(services.post_user_message)(
             thread=ctx.thread, author=ctx.user, text=text

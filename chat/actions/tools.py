@@ -15,7 +15,14 @@ from mcp_bridge.models import McpServer
 
 from .. import agent, toolcalls
 from ..models import ToolCall, ToolCallStatus
-from . import ActionContext, ActionError, action, require_actor
+from . import (
+    ActionContext,
+    ActionError,
+    action,
+    rate_limited_error,
+    require_actor,
+    take_tokens,
+)
 
 
 @database_sync_to_async
@@ -57,6 +64,9 @@ async def call_tool_as_user(
         raise ActionError("server_not_found", f"There is no enabled server named '{server_slug}'.")
     if not isinstance(tool_name, str) or not tool_name:
         raise ActionError("invalid_message", "'tool' must name a tool.")
+    verdict = await take_tokens(ctx, [("tool_call", str(ctx.user.pk))])
+    if not verdict.allowed:
+        raise rate_limited_error(verdict, "tool calls")
     return await toolcalls.start_tool_call(
         toolcalls.CallRequest(
             thread=ctx.thread,

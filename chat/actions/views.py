@@ -42,13 +42,14 @@ from ..view_bridge import (
     view_for_claims,
     view_permissions,
 )
-from . import ActionContext, ActionError, action
+from . import ActionContext, ActionError, action, rate_limited_error, take_tokens
 
 log = logging.getLogger(__name__)
 
 JSONRPC_INVALID_PARAMS = -32602
 JSONRPC_METHOD_NOT_FOUND = -32601
 POLICY_DENIED = -32003
+RATE_LIMITED = -32029  # server-defined JSON-RPC error: too many requests
 VIEW_CALL_WAIT = 15 * 60  # seconds a view's tools/call may wait (e.g. for an approval)
 MAX_MODEL_CONTEXT_BYTES = 64 * 1024
 MAX_WIDGET_STATE_BYTES = 64 * 1024
@@ -67,8 +68,16 @@ COMPAT_KINDS = {
 
 
 class ViewRequestError(ActionError):
-    def __init__(self, code: str, message: str, jsonrpc_code: int = POLICY_DENIED) -> None:
-        super().__init__(code, message)
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        jsonrpc_code: int = POLICY_DENIED,
+        *,
+        audited: bool = False,
+        details: Any = None,
+    ) -> None:
+        super().__init__(code, message, details, audited=audited)
         self.jsonrpc_code = jsonrpc_code
 
     def to_dict(self) -> dict[str, Any]:
@@ -227,7 +236,9 @@ def _view_for_token(ctx: ActionContext, token: Any) -> ToolCall:
             reason="invalid_token" if claims is None else "token_not_for_this_thread_or_user",
         )
         raise ViewRequestError(
-            "invalid_token", "This view's token is invalid or expired; reload the view."
+            "invalid_token",
+            "This view's token is invalid or expired; reload the view.",
+            audited=True,
         )
     view = view_for_claims(claims, ctx.thread.pk)
     if view is None or view.server_id != claims.server_id:
@@ -244,12 +255,13 @@ def _authorize_view(ctx, view, kind, **kwargs) -> authority.Authorization:
         thread=ctx.thread,
         server_id=kwargs.pop("server_id", view.server_id),
         view=view,
+        server_enabled=view.server.enabled,  # read with this request (_view_for_token)
         **kwargs,
     )
 
 
 def _deny(auth: authority.Authorization) -> ViewRequestError:
-    return ViewRequestError(str(auth.decision.reason_code), auth.decision.message)
+    return ViewRequestError(str(auth.decision.reason_code), auth.decision.message, audited=True)
 
 
 def _refuse(
@@ -271,7 +283,7 @@ def _refuse(
         reason=code,
         extra={"view": view.pk, "message": message},
     )
-    return ViewRequestError(code, message, jsonrpc_code)
+    return ViewRequestError(code, message, jsonrpc_code, audited=True)
 
 
 def _compat(params: dict[str, Any]) -> str | None:
@@ -294,6 +306,15 @@ async def _tools_call(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, 
             "invalid_params",
             "tools/call needs a tool name and object arguments.",
         )
+    kind = _kind("tools/call", params, ActionKind.APP_TOOL_CALL)
+    if not ctx.can_act:
+        # Decided (and audited) before anything else: a viewer's view neither refreshes
+        # the catalogue nor stores or broadcasts a refused call.
+        auth = await database_sync_to_async(_authorize_view)(
+            ctx, view, kind, tool_name=name, extra={"refused_before_call": True}
+        )
+        raise _deny(auth)
+    await _limit(ctx, [("tool_call", str(ctx.user.pk))], "tool calls")
     call = await toolcalls.start_tool_call(
         toolcalls.CallRequest(
             thread=ctx.thread,
@@ -391,6 +412,9 @@ def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> Message:
         )
     since = timezone.now() - timedelta(minutes=1)
     with transaction.atomic():
+        # Count, then insert: concurrent requests of one view (two sockets, N processes)
+        # take turns on the view's row, or each would count the same few (PostgreSQL).
+        ToolCall.objects.select_for_update().filter(pk=view.pk).values_list("pk").first()
         recent = Message.objects.filter(via_tool_call=view, created_at__gte=since).count()
         auth = _authorize_view(
             ctx,
@@ -505,6 +529,26 @@ def _set_widget_state(ctx, view: ToolCall, params: dict[str, Any]) -> None:
         raise _deny(auth)
 
 
+def _request_modal(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]:
+    """Apps SDK requestModal: decided and audited like every view request. The host titles
+    the dialog with the app's name; the app's own title is only shown as its text."""
+    title = params.get("title")
+    title = " ".join(title.split())[:120] if isinstance(title, str) else ""
+    auth = _authorize_view(ctx, view, ActionKind.APPS_SDK_REQUEST_MODAL, extra={"title": title})
+    if not auth.allowed:
+        raise _deny(auth)
+    return {"appName": view.server.name, "title": title}
+
+
+async def _limit(ctx: ActionContext, buckets: list[tuple[str, str]], what: str) -> None:
+    verdict = await take_tokens(ctx, buckets)
+    if not verdict.allowed:
+        error = rate_limited_error(verdict, what)
+        raise ViewRequestError(
+            error.code, error.message, RATE_LIMITED, audited=True, details=error.details
+        )
+
+
 async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dict[str, Any]):
     db = database_sync_to_async
     if method == "tools/call":
@@ -518,8 +562,11 @@ async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dic
         await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
         return {}
     if method == "ui/update-model-context":
+        await _limit(ctx, [("view_model_context", str(view.pk))], "model context updates")
         await db(_update_model_context)(ctx, view, params)
         return {}
+    if method == "openai/requestModal":
+        return await db(_request_modal)(ctx, view, params)
     if method == "ui/open-link":
         await db(_open_link)(ctx, view, params)
         return {}
@@ -529,6 +576,7 @@ async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dic
         await db(_download)(ctx, view, params)
         return {}
     if method == "atrium/setWidgetState":
+        await _limit(ctx, [("view_widget_state", str(view.pk))], "widget state updates")
         await db(_set_widget_state)(ctx, view, params)
         return {}
     if method == "ping":
@@ -544,6 +592,16 @@ async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
     if not isinstance(method, str):
         raise ViewRequestError("invalid_request", "A view request needs a method.", -32600)
+    # Before any database work: every request of a view, and of a person, is rate limited.
+    claims = read_view_token(msg.get("token"))
+    await _limit(
+        ctx,
+        [
+            ("user_view_request", str(ctx.user.pk)),
+            ("view_request", str(claims.call_id if claims else "invalid")),
+        ],
+        "requests from this view",
+    )
     view = await database_sync_to_async(_view_for_token)(ctx, msg.get("token"))
     rid = msg.get("rid")
     if method != "tools/call":
@@ -583,6 +641,15 @@ DEFERRED = object()
 async def view_notify(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     method = msg.get("method")
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    claims = read_view_token(msg.get("token"))
+    await _limit(
+        ctx,
+        [
+            ("user_view_request", str(ctx.user.pk)),
+            ("view_request", str(claims.call_id if claims else "invalid")),
+        ],
+        "requests from this view",
+    )
     view = await database_sync_to_async(_view_for_token)(ctx, msg.get("token"))
     if method == "notifications/message":
         await database_sync_to_async(_log_message)(ctx, view, params)

@@ -26,15 +26,17 @@ PROVIDERS: dict[str, type] = {
 def config_for(workspace: Any) -> ProviderConfig:
     """The workspace's settings, each empty field falling back to the environment default."""
     kind = (getattr(workspace, "provider", "") or settings.ATRIUM_PROVIDER or "direct").strip()
+    own_base_url = (getattr(workspace, "provider_base_url", "") or "").strip()
+    own_key = (getattr(workspace, "provider_api_key", "") or "").strip()
+    # The deployment's key goes only to the deployment's endpoint: a workspace that points
+    # the provider elsewhere brings its own key (or sends none), so a workspace admin cannot
+    # collect the global key with a URL they control.
+    fallback_key = "" if own_base_url else (settings.ATRIUM_PROVIDER_API_KEY or "")
     return ProviderConfig(
         kind=kind.lower(),
         model=(getattr(workspace, "model", "") or settings.ATRIUM_MODEL or "").strip(),
-        base_url=(
-            getattr(workspace, "provider_base_url", "") or settings.ATRIUM_PROVIDER_BASE_URL or ""
-        ).strip(),
-        api_key=(
-            getattr(workspace, "provider_api_key", "") or settings.ATRIUM_PROVIDER_API_KEY or ""
-        ).strip(),
+        base_url=own_base_url or (settings.ATRIUM_PROVIDER_BASE_URL or "").strip(),
+        api_key=own_key or fallback_key.strip(),
     )
 
 

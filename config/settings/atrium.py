@@ -1,5 +1,7 @@
 """Atrium's own knobs: profile, model provider defaults, limits and timeouts."""
 
+import json
+
 from .database import DATABASE_URL
 from .env import env_int, env_str
 
@@ -25,3 +27,22 @@ ATRIUM_TOOL_CALL_TIMEOUT = env_int("ATRIUM_TOOL_CALL_TIMEOUT", 60)
 ATRIUM_APPROVAL_TTL = env_int("ATRIUM_APPROVAL_TTL", 24 * 3600)
 # Largest websocket frame a client may send (bytes).
 ATRIUM_MAX_WS_MESSAGE = env_int("ATRIUM_MAX_WS_MESSAGE", 1024 * 1024)
+
+# Rate limits (bindings.ratelimit): kind -> (burst, tokens per second). Buckets are per user
+# ("user_*", "tool_call", "approval_request", "message") or per view ("view_*"); shared
+# across processes through Redis in production. ATRIUM_RATE_LIMITS (JSON, same shape)
+# overrides single kinds, e.g. for a load test.
+ATRIUM_RATE_LIMITS = {
+    "view_request": (60, 20.0),  # any request of one view
+    "user_view_request": (120, 40.0),  # any view request of one person, all views together
+    "tool_call": (30, 5.0),  # tool calls a person starts (/call, views, the tool picker)
+    "approval_request": (10, 0.2),  # approval requests (and their waits) one person causes
+    "view_widget_state": (20, 2.0),
+    "view_model_context": (20, 2.0),
+    "message": (20, 1.0),  # chat messages one person posts
+    "refusal_audit": (30, 1.0),  # audit rows of refused actions, per user
+    "socket_refusal_audit": (20, 0.5),  # audit rows of refused handshakes, all clients
+}
+ATRIUM_RATE_LIMITS.update(
+    {k: tuple(v) for k, v in json.loads(env_str("ATRIUM_RATE_LIMITS", "{}")).items()}
+)

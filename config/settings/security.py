@@ -1,5 +1,6 @@
 """Secrets, hosts, origins, cookies and the host pages' Content-Security-Policy."""
 
+import os
 import secrets
 from urllib.parse import urlsplit
 
@@ -17,10 +18,16 @@ else:
     _key_file = VAR_DIR / "secret_key"
     try:
         SECRET_KEY = _key_file.read_text().strip()
+        if _key_file.stat().st_mode & 0o077:
+            _key_file.chmod(0o600)  # a key file left readable by an older version
     except FileNotFoundError:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         SECRET_KEY = secrets.token_urlsafe(50)
-        _key_file.write_text(SECRET_KEY)
+        # Created 0600 in one step (O_EXCL): never readable by other local users, not even
+        # between creating and chmod-ing it.
+        _fd = os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(_fd, "w") as _out:
+            _out.write(SECRET_KEY)
 
 ATRIUM_APP_ORIGIN = env_str("ATRIUM_APP_ORIGIN", "http://localhost:8000").rstrip("/")
 

@@ -600,6 +600,7 @@
     if (!frame || typeof frame !== "object") return;
     switch (frame.type) {
       case "hello":
+        if (typeof frame.maxMessageBytes === "number" && frame.maxMessageBytes > 0) maxMessageBytes = frame.maxMessageBytes;
         connected = true;
         everConnected = true;
         attempt = 0;
@@ -638,6 +639,22 @@
     }
   }
 
+  // The server's limit (hello.maxMessageBytes); until the first hello, its default.
+  var maxMessageBytes = 1024 * 1024;
+  function encodedSize(frame) {
+    var text;
+    try {
+      text = JSON.stringify(frame);
+    } catch (e) {
+      return Infinity;
+    }
+    // UTF-8 is at most 3 bytes per UTF-16 unit: count exactly only when it may matter.
+    return text.length * 3 <= maxMessageBytes ? text.length : new TextEncoder().encode(text).length;
+  }
+  function formatSize(bytes) {
+    return bytes >= 1024 * 1024 ? (bytes / (1024 * 1024)).toFixed(1) + " MB" : Math.ceil(bytes / 1024) + " KB";
+  }
+
   function sendRaw(frame) {
     if (ws && connected && ws.readyState === WebSocket.OPEN) {
       ws.send(JSON.stringify(frame));
@@ -669,6 +686,22 @@
       ridCounter += 1;
       var rid = "c" + ridCounter;
       var frame = Object.assign({}, msg, { rid: rid });
+      var size = encodedSize(frame);
+      if (size > maxMessageBytes) {
+        // Refused here, with an answer: the server would refuse it anyway, and a frame past
+        // its transport limit would cost the whole connection (every view and the chat).
+        resolve({
+          type: "reply",
+          rid: rid,
+          ok: false,
+          error: {
+            code: "message_too_large",
+            message: "This request is " + formatSize(size) + "; the limit is " + formatSize(maxMessageBytes) + ".",
+            jsonrpcCode: -32602,
+          },
+        });
+        return;
+      }
       var entry = {
         resolve: resolve,
         reject: reject,

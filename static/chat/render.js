@@ -300,15 +300,21 @@
   // The host page's CSP allows media from 'self' and blob: only, so inline audio/video/file
   // payloads (data: URIs) are turned into blob: URLs, once per distinct source.
   var blobCache = new Map();
-  function toBlobUrl(src) {
+  // A blob: URL belongs to the app origin: one typed text/html (or SVG, XML...) would run
+  // the app's content there if opened. Only audio/video keep their type (the players need
+  // it); everything else is an opaque application/octet-stream.
+  function toBlobUrl(src, kind) {
     if (schemeOf(src) !== "data") return src;
-    if (blobCache.has(src)) return blobCache.get(src);
+    var cacheKey = (kind || "") + "|" + src;
+    if (blobCache.has(cacheKey)) return blobCache.get(cacheKey);
     var url = src;
     try {
       var comma = src.indexOf(",");
       var header = src.slice(5, comma);
       var body = src.slice(comma + 1);
-      var mime = header.split(";")[0] || "application/octet-stream";
+      var declared = (header.split(";")[0] || "").toLowerCase();
+      var playable = (kind === "audio" || kind === "video") && declared.indexOf(kind + "/") === 0;
+      var mime = playable ? declared : "application/octet-stream";
       var bytes;
       if (/;base64$/i.test(header)) {
         var bin = atob(body);
@@ -321,7 +327,7 @@
     } catch (e) {
       url = null;
     }
-    blobCache.set(src, url);
+    blobCache.set(cacheKey, url);
     return url;
   }
 
@@ -842,7 +848,7 @@
       );
     }
 
-    var playable = toBlobUrl(safe);
+    var playable = toBlobUrl(safe, kind);
     if (!playable) {
       return h("div", { class: "part callout callout-warn", data: data }, icon("alert"), h("p", { class: "callout-text", text: mediaLabel(kind) + " data is damaged and could not be loaded." }));
     }

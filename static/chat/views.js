@@ -1386,7 +1386,8 @@
     (Array.isArray(params.contents) ? params.contents : []).forEach(function (item) {
       if (!item || item.type !== "resource" || !item.resource || typeof item.resource !== "object") return;
       var r = item.resource;
-      var type = typeof r.mimeType === "string" && /^[\w.+-]+\/[\w.+-]+$/.test(r.mimeType) ? r.mimeType : "application/octet-stream";
+      // Never the app's type: a blob: URL lives on the app origin (see render.js toBlobUrl).
+      var type = "application/octet-stream";
       var name = sanitizeFilename(r.uri);
       var blob = null;
       if (typeof r.text === "string") blob = new Blob([r.text], { type: type });
@@ -1435,20 +1436,43 @@
     );
   };
 
-  /** Apps SDK requestModal: the same view, opened again in a host dialog. */
+  /** Apps SDK requestModal: the same view, opened again in a host dialog — once the server
+   *  allowed it (decided and audited like every view request). The host chrome names the app
+   *  (its server's name); the app's own title is shown only as its text, never as ours. */
   View.prototype.openModal = function (id, params) {
     var self = this;
     if (this.modal) {
       this.respondError(id, { code: -32000, message: "A modal cannot open another modal.", data: { reason: "nested_modal" } });
       return;
     }
+    this.forward("openai/requestModal", { title: typeof params.title === "string" ? params.title : "" }).then(
+      function (allowed) {
+        if (self.closed) return;
+        self.showModal(id, params, allowed || {});
+      },
+      function (err) {
+        self.respondError(id, rpcError(err));
+      }
+    );
+  };
+
+  View.prototype.showModal = function (id, params, allowed) {
+    var self = this;
     if (this.modalView) this.modalView.dialog.close();
-    var title = typeof params.title === "string" && params.title.trim() ? params.title.trim().slice(0, 120) : this.appName();
+    var appName = typeof allowed.appName === "string" && allowed.appName ? allowed.appName : this.appName();
+    var appTitle = typeof allowed.title === "string" ? allowed.title : "";
+    var title = appName;
     var body = h("div", { cls: "view-modal-body", attrs: { "data-slot": "frame" } });
     var close = iconButton("close", "Close", function () {
       dialog.close();
     });
-    var dialog = h("dialog", { cls: "view-modal", attrs: { "aria-label": title } }, h("div", { cls: "view-modal-head" }, h("strong", { text: title }), h("span", { cls: "view-spacer" }), close), body);
+    var heading = h(
+      "div",
+      { cls: "view-modal-title" },
+      h("strong", { cls: "view-modal-app", text: appName }),
+      appTitle ? h("span", { cls: "view-modal-app-title", attrs: { title: "Text from " + appName }, text: appTitle }) : null
+    );
+    var dialog = h("dialog", { cls: "view-modal", attrs: { "aria-label": appName + (appTitle ? ": " + appTitle : "") } }, h("div", { cls: "view-modal-head" }, heading, h("span", { cls: "view-spacer" }), close), body);
     document.body.appendChild(dialog);
     var child = new View(dialog, this.call, this.client, { modal: { title: title, params: params.params, parent: this } });
     child.dialog = dialog;

@@ -174,6 +174,7 @@ ALLOWED_ACTORS: dict[ActionKind, frozenset[str]] = {
     K.APPS_SDK_FOLLOW_UP: frozenset({"app_view"}),
     K.APPS_SDK_OPEN_EXTERNAL: frozenset({"app_view"}),
     K.WIDGET_STATE: frozenset({"app_view"}),
+    K.APPS_SDK_REQUEST_MODAL: frozenset({"app_view"}),
 }
 
 ACTOR_FACTORIES = {"user": user, "model": model, "app_view": app}
@@ -222,6 +223,7 @@ PERSONA_MATRIX: dict[ActionKind, tuple[tuple[Outcome, Reason], ...]] = {
     K.APPS_SDK_FOLLOW_UP: (OK, OK, VIEWER_NO, OUTSIDER_NO),
     K.APPS_SDK_OPEN_EXTERNAL: (OK, OK, OK, OUTSIDER_NO),
     K.WIDGET_STATE: (OK, OK, VIEWER_NO, OUTSIDER_NO),
+    K.APPS_SDK_REQUEST_MODAL: (OK, OK, OK, OUTSIDER_NO),
 }
 PERSONAS = ("owner", "member", "viewer", None)
 

@@ -83,7 +83,7 @@ def decoded_data_uri(src: str, mime: str) -> bytes:
 def test_add_stores_secrets_and_list_never_prints_them(monkeypatch: pytest.MonkeyPatch) -> None:
     sh(
         "add Files --stdio \"node server.js --root '/srv/my files'\""
-        " --env API_TOKEN=env-s3cret --env 'FROM_ENV=${ATRIUM_FILES_TOKEN}'"
+        " --env API_TOKEN=env-s3cret --env 'FROM_ENV=${ATRIUM_MCP_FILES_TOKEN}'"
     )
     sh(
         "add remote --url"
@@ -96,13 +96,13 @@ def test_add_stores_secrets_and_list_never_prints_them(monkeypatch: pytest.Monke
     files = McpServer.objects.get(slug="files")
     assert (files.transport, files.command) == ("stdio", "node")
     assert files.args == ["server.js", "--root", "/srv/my files"]
-    assert files.env == {"API_TOKEN": "env-s3cret", "FROM_ENV": "${ATRIUM_FILES_TOKEN}"}
+    assert files.env == {"API_TOKEN": "env-s3cret", "FROM_ENV": "${ATRIUM_MCP_FILES_TOKEN}"}
     remote = McpServer.objects.get(slug="remote")
     assert remote.transport == "streamable_http" and remote.call_timeout == 5
     assert remote.headers == {"Authorization": "Bearer header-s3cret"}
     assert McpServer.objects.get(slug="old-sse").headers == {"X-Key": "sse-s3cret"}
     # `${NAME}` is resolved from our environment when connecting, never stored resolved.
-    monkeypatch.setenv("ATRIUM_FILES_TOKEN", "resolved")
+    monkeypatch.setenv("ATRIUM_MCP_FILES_TOKEN", "resolved")
     assert services.spec_for(files).env["FROM_ENV"] == "resolved"
 
     listing = mcp("list").out
