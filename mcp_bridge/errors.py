@@ -231,6 +231,31 @@ class Cancelled(BridgeError):
         super().__init__(message, details={"reason": reason})
 
 
+class AuthorizationRequired(BridgeError):
+    """The server needs a sign-in (OAuth) that the person, or the admin, has not given."""
+
+    code = "authorization_required"
+    default_message = "The tool server needs you to connect your account first."
+
+    def __init__(
+        self,
+        server: str | None = None,
+        *,
+        slug: str | None = None,
+        shared: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        who = "an administrator" if shared else "you"
+        message = (
+            f"{_the('tool server', server)} needs {who} to connect an account first "
+            f"(Connect {server or 'the server'} to continue)."
+        )
+        super().__init__(
+            message,
+            details={"server": server, "slug": slug, "shared": shared, "reason": reason},
+        )
+
+
 ERROR_CLASSES: dict[str, type[BridgeError]] = {
     cls.code: cls
     for cls in (
@@ -245,5 +270,6 @@ ERROR_CLASSES: dict[str, type[BridgeError]] = {
         ResourceNotFound,
         InvalidResource,
         Cancelled,
+        AuthorizationRequired,
     )
 }

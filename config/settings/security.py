@@ -21,6 +21,11 @@ else:
         SECRET_KEY = secrets.token_urlsafe(50)
         _key_file.write_text(SECRET_KEY)
 
+# Fernet keys sealing OAuth grants at rest (comma-separated, newest first: MultiFernet
+# decrypts with any, encrypts with the first). Empty: one key derived from SECRET_KEY
+# (see docs/oauth.md, "Keys and rotation").
+ATRIUM_OAUTH_KEYS = env_list("ATRIUM_OAUTH_KEYS", [])
+
 ATRIUM_APP_ORIGIN = env_str("ATRIUM_APP_ORIGIN", "http://localhost:8000").rstrip("/")
 # May contain a leading "*." label: each server then gets its own sandbox origin.
 ATRIUM_SANDBOX_ORIGIN = env_str("ATRIUM_SANDBOX_ORIGIN", "http://127.0.0.1:8000").rstrip("/")
