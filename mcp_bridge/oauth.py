@@ -23,15 +23,18 @@ import contextvars
 import dataclasses
 import hashlib
 import logging
+import os
+import threading
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlparse
 
 import httpx2
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import close_old_connections
 from mcp.client.auth import (
     AuthorizationCodeResult,
     OAuthClientProvider,
@@ -48,6 +51,7 @@ from .models import AuthMode, McpServer, OAuthGrant
 from .sealing import unseal
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 CALLBACK_PATH = "/oauth/callback/"
 # Refresh this long before the access token expires, so a request never carries a token
@@ -58,6 +62,53 @@ FLOW_TIMEOUT_SECONDS = 600
 CALLBACK_WAIT_SECONDS = 45
 
 _flows: set[asyncio.Task[Any]] = set()
+
+
+class _FlowLoop:
+    """One event loop per process, in a daemon thread, that runs every sign-in flow.
+
+    A flow outlives the request that starts it (it waits for the callback), and an async
+    view behind sync middleware runs on a short-lived loop of its own; so flows, and the
+    channel-layer messages between them and the callback, all live on this loop. Its
+    database work runs in plain worker threads, never on the request thread that may be
+    waiting for it."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+    _pid: int | None = None
+
+    @classmethod
+    def get(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None or cls._pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="atrium-oauth-flows", daemon=True
+                ).start()
+                cls._loop, cls._pid = loop, os.getpid()
+            return cls._loop
+
+
+async def on_flow_loop(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coro`` on the flow loop and await its result from any loop."""
+    future = asyncio.run_coroutine_threadsafe(coro, _FlowLoop.get())
+    return await asyncio.wrap_future(future)
+
+
+def _db(fn: Callable[..., _T]) -> Callable[..., Awaitable[_T]]:
+    """``fn`` run in a worker thread with its own database connection (the flow loop's)."""
+
+    async def run(**kwargs: Any) -> _T:
+        def call() -> _T:
+            close_old_connections()
+            try:
+                return fn(**kwargs)
+            finally:
+                close_old_connections()
+
+        return await asyncio.to_thread(call)
+
+    return run
 
 
 def callback_url() -> str:
@@ -90,7 +141,7 @@ class _Provider(OAuthClientProvider):
     def __init__(self, *args: Any, expires_at: datetime | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._stored_expiry = expires_at
-        self.authorization_lost = False
+        self.grant_id: int | None = None
 
     async def _initialize(self) -> None:
         await super()._initialize()
@@ -99,10 +150,12 @@ class _Provider(OAuthClientProvider):
                 self._stored_expiry.timestamp() - REFRESH_MARGIN_SECONDS
             )
 
-    def _margin(self) -> None:
+    def refresh_early(self, lifetime: int | None) -> None:
+        """Count fresh tokens as due a little before they expire (at most half their
+        lifetime early, so a short-lived token is still used for the request at hand)."""
         expiry = self.context.token_expiry_time
-        if expiry is not None:
-            self.context.token_expiry_time = expiry - REFRESH_MARGIN_SECONDS
+        if expiry is not None and lifetime:
+            self.context.token_expiry_time = expiry - min(REFRESH_MARGIN_SECONDS, lifetime / 2)
 
 
 # ----------------------------------------------------------------------- calls
@@ -123,8 +176,8 @@ class _GrantStorage:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         self._tokens = tokens.model_dump(mode="json", exclude_none=True)
         if self.provider is not None:
-            self.provider._margin()
-        await database_sync_to_async(services.grant_tokens_refreshed)(
+            self.provider.refresh_early(tokens.expires_in)
+        await _db(services.grant_tokens_refreshed)(
             grant_id=self.grant_id, tokens=self._tokens, expires_at=_expires_at(tokens)
         )
 
@@ -144,8 +197,8 @@ def spec_with_grant(server: McpServer, grant: OAuthGrant) -> ServerSpec:
     shared = grant.user_id is None
 
     async def no_interactive_sign_in(url: str) -> None:
-        provider.authorization_lost = True
-        await database_sync_to_async(services.grant_lapsed)(
+        _lost_grants.add(grant.pk)
+        await _db(services.grant_lapsed)(
             grant_id=grant.pk, reason="the server refused the stored grant (refresh or token)"
         )
         raise AuthorizationRequired(server.name, slug=server.slug, shared=shared)
@@ -162,13 +215,20 @@ def spec_with_grant(server: McpServer, grant: OAuthGrant) -> ServerSpec:
         expires_at=grant.expires_at,
     )
     storage.provider = provider
+    provider.grant_id = grant.pk
     _, _, config_hash = base.key.partition(":")
     return dataclasses.replace(base, key=f"{server.slug}~g{grant.pk}:{config_hash}", auth=provider)
 
 
+# Grants a server refused (and that were forgotten): a request that failed on one of them
+# failed for want of a sign-in. The connection's provider may be another spec's than the
+# caller's (one connection per grant), hence by grant id.
+_lost_grants: set[int] = set()
+
+
 def lost_authorization(spec: ServerSpec) -> bool:
     """Whether a failed request failed because the server refused the spec's grant."""
-    return isinstance(spec.auth, _Provider) and spec.auth.authorization_lost
+    return isinstance(spec.auth, _Provider) and spec.auth.grant_id in _lost_grants
 
 
 # ----------------------------------------------------------------------- connecting
@@ -185,7 +245,7 @@ class _PendingStorage:
     def __init__(self, server: McpServer, user: Any, shared: bool) -> None:
         self.server, self.user, self.shared = server, user, shared
         self.client: dict[str, Any] | None = None
-        self.stored = False
+        self.grant: OAuthGrant | None = None
 
     async def get_tokens(self) -> OAuthToken | None:
         return None
@@ -193,7 +253,7 @@ class _PendingStorage:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         if self.client is None:
             raise OAuthFlowError("tokens arrived before a client registration")
-        await database_sync_to_async(services.grant_connect)(
+        self.grant = await _db(services.grant_connect)(
             server=self.server,
             user=self.user,
             shared=self.shared,
@@ -201,7 +261,6 @@ class _PendingStorage:
             tokens=tokens.model_dump(mode="json", exclude_none=True),
             expires_at=_expires_at(tokens),
         )
-        self.stored = True
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return OAuthClientInformationFull.model_validate(self.client) if self.client else None
@@ -250,6 +309,10 @@ async def start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
     """Start a sign-in; returns the authorization URL the person's browser opens.
 
     Raises ``ConnectFailed`` (audited) when discovery or registration fails first."""
+    return await on_flow_loop(_start_connect(server=server, user=user, shared=shared))
+
+
+async def _start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
     if server.auth_mode not in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER):
         raise ConnectFailed(f"{server.name} does not use OAuth sign-in.")
     layer = get_channel_layer()
@@ -260,7 +323,7 @@ async def start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
 
     async def redirect_handler(url: str) -> None:
         state = (parse_qs(urlparse(url).query).get("state") or [""])[0]
-        await database_sync_to_async(services.authorization_begin)(
+        await _db(services.authorization_begin)(
             server=server, user=user, shared=shared, state=state, listener=listener
         )
         authorize_url.set_result(url)
@@ -282,8 +345,6 @@ async def start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
         callback_handler=callback_handler,
     )
     flow = _Flow(server=server, user=user, provider=provider, storage=storage)
-    # A fresh context: the flow outlives the request that started it, whose sync executor
-    # is gone by the time the flow touches the database.
     task = loop.create_task(flow.run(), name=f"oauth:{server.slug}", context=contextvars.Context())
     _flows.add(task)
     task.add_done_callback(_flows.discard)
@@ -307,24 +368,16 @@ class _Flow:
         try:
             async with asyncio.timeout(FLOW_TIMEOUT_SECONDS):
                 await self._request()
-            if not self.storage.stored:
+            if self.storage.grant is None:
                 raise _NoSignIn()
             ok = True
             self.message = f"{self.server.name} is connected."
         except Exception as exc:  # every failure is explained, audited and answered
             reason, self.message = _explain(exc, self.server)
             log.info("sign-in to %s failed: %s (%s)", self.server.slug, reason, type(exc).__name__)
-            await database_sync_to_async(services.oauth_connect_failed)(
+            await _db(services.oauth_connect_failed)(
                 server=self.server, user=self.user, reason=reason, message=self.message
             )
-        if ok:
-            # The catalogue needs a grant: the first one is the moment to load it.
-            from . import gateway
-
-            try:
-                await gateway.refresh_catalogue(self.server)
-            except Exception:  # the grant stands; the catalogue is retried on use
-                log.warning("catalogue of %s not refreshed after sign-in", self.server.slug)
         if self.reply_to:
             await get_channel_layer().send(
                 self.reply_to, {"type": "oauth.outcome", "ok": ok, "message": self.message}
@@ -345,8 +398,12 @@ class _Flow:
 async def deliver_callback(*, state: str, user: Any, query: dict[str, str]) -> tuple[bool, str]:
     """The callback view's half: check the state (once), hand the answer to the waiting
     flow, wait for its outcome. Returns (connected, message)."""
+    return await on_flow_loop(_deliver_callback(state=state, user=user, query=query))
+
+
+async def _deliver_callback(*, state: str, user: Any, query: dict[str, str]) -> tuple[bool, str]:
     try:
-        pending = await database_sync_to_async(services.authorization_claim)(state=state, user=user)
+        pending = await _db(services.authorization_claim)(state=state, user=user)
     except services.OAuthRefused as exc:
         return False, str(exc)
     layer = get_channel_layer()
