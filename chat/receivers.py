@@ -30,8 +30,26 @@ def close_calls_of_cancelled_approvals(
         emit(thread_id=thread_id, kind="toolcall", payload=serialize_tool_call(fresh))
 
 
+def forget_grants_of_departed_member(*, instance: Any, **_: Any) -> None:
+    """A member who leaves a workspace takes their own server sign-ins with them (audited);
+    they connect again wherever they still are. Shared grants stay."""
+    from mcp_bridge.services import grants_disconnect_member
+
+    grants_disconnect_member(user_id=instance.user_id, reason="left_workspace")
+
+
 def connect() -> None:
+    from django.db.models.signals import post_delete
+
     from bindings.signals import approvals_cancelled
+
+    from .models import Membership
+
+    post_delete.connect(
+        forget_grants_of_departed_member,
+        sender=Membership,
+        dispatch_uid="chat.forget_grants_of_departed_member",
+    )
 
     approvals_cancelled.connect(
         close_calls_of_cancelled_approvals, dispatch_uid="chat.close_cancelled_approval_calls"

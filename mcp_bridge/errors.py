@@ -245,11 +245,18 @@ class AuthorizationRequired(BridgeError):
         shared: bool = False,
         reason: str | None = None,
     ) -> None:
-        who = "an administrator" if shared else "you"
-        message = (
-            f"{_the('tool server', server)} needs {who} to connect an account first "
-            f"(Connect {server or 'the server'} to continue)."
-        )
+        name = server or "the server"
+        if shared:
+            message = (
+                f"{_the('tool server', server)} needs a sign-in: an administrator has to "
+                f"connect {name} for everyone first."
+            )
+        else:
+            message = (
+                f"{_the('tool server', server)} needs a sign-in: the person this call runs "
+                f"for has not connected their {name} account. They can use the Connect "
+                "button shown in the chat, then run it again."
+            )
         super().__init__(
             message,
             details={"server": server, "slug": slug, "shared": shared, "reason": reason},

@@ -269,10 +269,22 @@ class _PendingStorage:
         self.client = client_info.model_dump(mode="json", exclude_none=True)
 
 
-def _explain(exc: BaseException, server: McpServer) -> tuple[str, str]:
+def _explain(
+    exc: BaseException, server: McpServer, provider: _Provider | None = None
+) -> tuple[str, str]:
     """(audit reason, message for the person) of a failed sign-in. Never the raw response
     body of a token endpoint: it may echo what we sent."""
     name = server.name
+    context = provider.context if provider is not None else None
+    if isinstance(exc, OAuthFlowError) and "does not match" in str(exc):
+        return "wrong_resource", f"{name} offers sign-in for another resource than its URL."
+    if (
+        context is not None
+        and context.protected_resource_metadata is None
+        and context.oauth_metadata is None
+        and isinstance(exc, OAuthFlowError | httpx2.HTTPError)
+    ):
+        return "no_metadata", f"{name} asks for a sign-in but does not publish how to sign in."
     if isinstance(exc, OAuthRegistrationError):
         return "registration_refused", f"{name} refused to register Atrium as a client."
     if isinstance(exc, OAuthTokenError):
@@ -373,7 +385,7 @@ class _Flow:
             ok = True
             self.message = f"{self.server.name} is connected."
         except Exception as exc:  # every failure is explained, audited and answered
-            reason, self.message = _explain(exc, self.server)
+            reason, self.message = _explain(exc, self.server, self.provider)
             log.info("sign-in to %s failed: %s (%s)", self.server.slug, reason, type(exc).__name__)
             await _db(services.oauth_connect_failed)(
                 server=self.server, user=self.user, reason=reason, message=self.message

@@ -75,6 +75,7 @@
   function renderOpts(call) {
     return {
       canAct: canAct(),
+      userId: me.id,
       compact: !!(call && call.parentView),
       appName: function (callId) {
         var c = calls.get(callId);
@@ -1133,6 +1134,11 @@
       msg = { type: "approval.decide", approvalId: idValue(btn.dataset.approvalId), decision: action };
     } else if (action === "cancel-tool") {
       msg = { type: "tool.cancel", toolCallId: idValue(btn.dataset.toolCallId) };
+    } else if (action === "retry-tool") {
+      // After connecting a server: the same call again, as the viewer (a new, audited call).
+      var failed = calls.get(idValue(btn.dataset.toolCallId));
+      if (!failed) return;
+      msg = { type: "tool.call", server: failed.server.slug, tool: failed.tool, arguments: failed.arguments || {} };
     } else {
       return;
     }
