@@ -183,15 +183,16 @@ class McpServerAdmin(admin.ModelAdmin):
         grants = obj.oauth_grants.count()
         listing = reverse("admin:mcp_bridge_oauthgrant_changelist") + f"?server__id__exact={obj.pk}"
         if obj.auth_mode == AuthMode.OAUTH_MEMBER:
-            return format_html(
-                '{} member(s) connected. <a href="{}">Show grants</a>', grants, listing
-            )
+            summary, label = f"{grants} member(s) connected.", "Connect my account"
+        else:
+            summary = "Connected for everyone." if grants else "Not connected."
+            label = "Connect again" if grants else "Connect for everyone"
         return format_html(
             '{} <button type="submit" class="button" formaction="{}" formmethod="post" '
-            'formtarget="_blank">{}</button> <a href="{}">Show grant</a>',
-            "Connected for everyone." if grants else "Not connected.",
+            'formtarget="_blank">{}</button> <a href="{}">Show grants</a>',
+            summary,
             reverse("oauth-connect", args=[obj.slug]),
-            "Connect again" if grants else "Connect for everyone",
+            label,
             listing,
         )
 

@@ -6,7 +6,7 @@ Thin: the flow is ``mcp_bridge.oauth``; refusals are audited there and in the se
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -32,7 +32,9 @@ def _server(slug: str) -> McpServer | None:
 @require_POST
 async def connect(request: HttpRequest, slug: str) -> HttpResponse:
     """Start signing in to ``slug`` (the caller's own account, or the shared grant for
-    staff); redirects the browser to the provider's consent page."""
+    staff); a page that continues to the provider's consent page. Not a redirect: the
+    host pages' CSP (``form-action 'self'``) rightly blocks a form post redirected to
+    another origin."""
     user = await _user(request)
     if user is None:
         return _result(request, ok=False, message="Sign in to Atrium first.", status=403)
@@ -47,7 +49,8 @@ async def connect(request: HttpRequest, slug: str) -> HttpResponse:
         url = await oauth.start_connect(server=server, user=user, shared=shared)
     except oauth.ConnectFailed as exc:
         return _result(request, ok=False, message=str(exc), server=server.name, status=502)
-    return HttpResponseRedirect(url)
+    context = {"server": server.name, "authorize_url": url, "shared": shared}
+    return render(request, "mcp_bridge/oauth_continue.html", context)
 
 
 @require_GET

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import html
+import re
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -57,6 +59,14 @@ async def notes_server(*options: str, log_path: Path | None = None) -> AsyncIter
     # Without metadata the server answers 401 at /mcp and 404 elsewhere: probe the port only.
     async with serve_async(command, port=port, probe_path=None, log_path=log_path, cwd=ROOT):
         yield NotesServer(port)
+
+
+def authorize_url(response) -> str:
+    """The provider URL of the connect view's "Continue to <server>" page."""
+    assert response.status_code == 200, response.content
+    found = re.search(rb'id="oauth-continue"[^>]*href="([^"]+)"', response.content)
+    assert found, response.content
+    return html.unescape(found.group(1).decode())
 
 
 def callback_path(url: str) -> str:

@@ -13,7 +13,7 @@ from mcp_bridge import gateway
 from mcp_bridge.errors import AuthorizationRequired
 from mcp_bridge.models import AuthMode, McpServer, OAuthAuthorization, OAuthGrant, Tool
 from tests.conftest import make_user
-from tests.oauth.support import TOKEN_PREFIX, callback_path, notes_server
+from tests.oauth.support import TOKEN_PREFIX, authorize_url, callback_path, notes_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -43,8 +43,7 @@ async def _tool(server: McpServer, name: str) -> Tool:
 
 async def _connect(client: AsyncClient, server, notes, account: str) -> str:
     response = await client.post(f"/oauth/connect/{server.slug}/")
-    assert response.status_code == 302, response.content
-    callback = await notes.consent(response["Location"], account)
+    callback = await notes.consent(authorize_url(response), account)
     answer = await client.get(callback_path(callback))
     assert answer.status_code == 200, answer.content
     assert b'data-oauth-result="connected"' in answer.content

@@ -15,7 +15,7 @@ from mcp_bridge import gateway
 from mcp_bridge.errors import AuthorizationRequired
 from mcp_bridge.models import AuthMode, McpServer, OAuthAuthorization, OAuthGrant
 from tests.conftest import make_user
-from tests.oauth.support import callback_path, notes_server
+from tests.oauth.support import authorize_url, callback_path, notes_server
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -86,7 +86,7 @@ async def test_unknown_wrong_user_and_replayed_state_and_replayed_code():
 
         # Amy starts; Ben brings her callback: refused, and her sign-in is still usable.
         started = await amy_client.post(f"/oauth/connect/{server.slug}/")
-        callback = await notes.consent(started["Location"], "alice")
+        callback = await notes.consent(authorize_url(started), "alice")
         stolen = await ben_client.get(callback_path(callback))
         assert stolen.status_code == 400 and b"someone else" in stolen.content
         finished = await amy_client.get(callback_path(callback))
@@ -95,7 +95,7 @@ async def test_unknown_wrong_user_and_replayed_state_and_replayed_code():
 
         # Ben's own sign-in answered with Amy's (used) code: the provider refuses it.
         started = await ben_client.post(f"/oauth/connect/{server.slug}/")
-        state = parse_qs(urlparse(started["Location"]).query)["state"][0]
+        state = parse_qs(urlparse(authorize_url(started)).query)["state"][0]
         replayed = await ben_client.get(
             "/oauth/callback/?" + urlencode({"code": code, "state": state})
         )
@@ -118,7 +118,7 @@ async def test_consent_denied_at_the_provider():
         client = await _client(amy)
         started = await client.post(f"/oauth/connect/{server.slug}/")
         async with httpx.AsyncClient() as http:
-            page = await http.get(started["Location"], follow_redirects=True)
+            page = await http.get(authorize_url(started), follow_redirects=True)
             request_id = parse_qs(urlparse(str(page.url)).query)["request"][0]
             answer = await http.post(
                 f"{notes.base}/consent", data={"request": request_id, "deny": "1"}
@@ -134,7 +134,7 @@ async def test_an_expired_refresh_token_asks_for_a_new_sign_in():
         server, amy, _ = await _setup(notes.url)
         client = await _client(amy)
         started = await client.post(f"/oauth/connect/{server.slug}/")
-        callback = await notes.consent(started["Location"], "alice")
+        callback = await notes.consent(authorize_url(started), "alice")
         assert (await client.get(callback_path(callback))).status_code == 200
         tool = await gateway.tool_for(server, "my_notes")
         await gateway.close_all()  # the call starts from the stored grant
