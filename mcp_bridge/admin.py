@@ -380,8 +380,18 @@ class OAuthGrantAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False  # Disconnect (audited) instead
+    def get_actions(self, request: HttpRequest):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # Disconnect says what it does
+        return actions
+
+    def delete_model(self, request: HttpRequest, obj: OAuthGrant) -> None:
+        # Deleting a grant (its page, or a server's removal) is a disconnect: audited.
+        services.grant_disconnect(grant=obj, actor=request.user, reason="admin")
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[OAuthGrant]) -> None:
+        for grant in queryset:
+            self.delete_model(request, grant)
 
     @admin.action(description="Disconnect (delete the grant and its tokens)")
     def disconnect(self, request: HttpRequest, queryset: QuerySet[OAuthGrant]) -> None:

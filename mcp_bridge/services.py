@@ -82,8 +82,14 @@ def add_server(
     headers: dict[str, str] | None = None,
     cwd: str = "",
     call_timeout: float = 60.0,
+    auth_mode: str = "",
     actor: Any = None,
 ) -> McpServer:
+    auth_mode = auth_mode or (AuthMode.HEADERS if headers else AuthMode.NONE)
+    if auth_mode not in AuthMode.values:
+        raise ServerConfigError(f"Unknown auth mode '{auth_mode}' ({', '.join(AuthMode.values)}).")
+    if auth_mode in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER) and transport == Transport.STDIO:
+        raise ServerConfigError("OAuth sign-in needs an HTTP server (a URL), not stdio.")
     if transport not in Transport.values:
         raise ServerConfigError(f"Unknown transport '{transport}' (stdio, streamable_http, sse).")
     if transport == Transport.STDIO and not (isinstance(command, str) and command.strip()):
@@ -118,6 +124,7 @@ def add_server(
             headers=dict(headers or {}),
             cwd=cwd,
             call_timeout=call_timeout,
+            auth_mode=auth_mode,
         )
         record(
             event_type=AuditEventType.SERVER_ADDED,
@@ -128,6 +135,7 @@ def add_server(
             # Key names only: values may be secrets.
             extra={
                 "transport": transport,
+                "auth_mode": auth_mode,
                 "env_keys": sorted(env or {}),
                 "header_keys": sorted(headers or {}),
             },
