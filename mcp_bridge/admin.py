@@ -80,6 +80,7 @@ class McpServerForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["auth_mode"].required = False
         # Show which keys exist, never their values.
         for name in ("env", "headers"):
             stored = getattr(self.instance, name, None) or {}
@@ -106,6 +107,17 @@ class McpServerForm(forms.ModelForm):
     def clean_headers(self) -> dict[str, str]:
         raw = self.cleaned_data.get("headers") or ""
         return self._parse(raw, ":") if raw.strip() else (self.instance.headers or {})
+
+    def clean_auth_mode(self) -> str:
+        # Optional in a post: left out keeps the stored mode (or none, for a new server).
+        return self.cleaned_data.get("auth_mode") or self.instance.auth_mode or AuthMode.NONE
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        oauth = cleaned.get("auth_mode") in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER)
+        if oauth and cleaned.get("transport") == "stdio":
+            self.add_error("auth_mode", "OAuth sign-in needs an HTTP server (a URL), not stdio.")
+        return cleaned
 
 
 def _server_snapshot(server: McpServer) -> dict:
