@@ -844,6 +844,7 @@ class ConnectionManager:
                 spec.url or "",
                 headers=dict(spec.headers) or None,
                 timeout=spec.connect_timeout,
+                auth=spec.auth,
             )
         return Client(
             _watched(transport, link.mark_dead),  # type: ignore[arg-type]
