@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx2
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import connections
 from mcp.client.auth import (
     AuthorizationCodeResult,
     OAuthClientProvider,
@@ -100,11 +100,11 @@ def _db(fn: Callable[..., _T]) -> Callable[..., Awaitable[_T]]:
 
     async def run(**kwargs: Any) -> _T:
         def call() -> _T:
-            close_old_connections()
             try:
                 return fn(**kwargs)
             finally:
-                close_old_connections()
+                # A worker thread of the default pool: no connection is kept in it.
+                connections.close_all()
 
         return await asyncio.to_thread(call)
 
