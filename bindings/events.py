@@ -12,6 +12,7 @@ that reports can group them by the hundreds digit:
 5xx   approvals of risky tool calls; allowances (remembered consent)
 6xx   administration of app bindings and tool policies
 7xx   media persisted from tool results
+8xx   sign-in to MCP servers (OAuth grants, and the grant each call used)
 ====  =========================================================
 
 Numbers are stored in the database: never renumber or reuse a value; add new
@@ -43,6 +44,7 @@ class EventCategory(StrEnum):
     APPROVAL = "approval"
     BINDING = "binding"
     MEDIA = "media"
+    AUTH = "auth"
 
 
 _CATEGORY_BY_HUNDREDS: dict[int, EventCategory] = {
@@ -53,6 +55,7 @@ _CATEGORY_BY_HUNDREDS: dict[int, EventCategory] = {
     5: EventCategory.APPROVAL,
     6: EventCategory.BINDING,
     7: EventCategory.MEDIA,
+    8: EventCategory.AUTH,
 }
 
 
@@ -129,6 +132,15 @@ class AuditEventType(IntEnum):
     MEDIA_READY = 701
     MEDIA_REJECTED = 702
 
+    # 8xx — sign-in to MCP servers (OAuth)
+    OAUTH_CONNECTED = 800
+    OAUTH_DISCONNECTED = 801
+    OAUTH_REFRESH_FAILED = 802
+    OAUTH_CONNECT_FAILED = 803
+    OAUTH_CALLBACK_REJECTED = 804
+    OAUTH_CALL_AUTHORIZED = 810
+    OAUTH_AUTHORIZATION_REQUIRED = 811
+
     @property
     def label(self) -> str:
         """A short human label, e.g. for the admin and audit reports."""
@@ -201,6 +213,13 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.MEDIA_STAGED: "Media staged",
     AuditEventType.MEDIA_READY: "Media stored",
     AuditEventType.MEDIA_REJECTED: "Media rejected",
+    AuditEventType.OAUTH_CONNECTED: "Server sign-in connected",
+    AuditEventType.OAUTH_DISCONNECTED: "Server sign-in disconnected",
+    AuditEventType.OAUTH_REFRESH_FAILED: "Server sign-in refresh failed",
+    AuditEventType.OAUTH_CONNECT_FAILED: "Server sign-in failed",
+    AuditEventType.OAUTH_CALLBACK_REJECTED: "Sign-in callback rejected",
+    AuditEventType.OAUTH_CALL_AUTHORIZED: "Tool call signed in",
+    AuditEventType.OAUTH_AUTHORIZATION_REQUIRED: "Tool call needs sign-in",
 }
 
 

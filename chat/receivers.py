@@ -83,12 +83,22 @@ def recheck_sockets_on_account_change(
     _end_sockets(instance.pk, None)
 
 
+def forget_grants_of_departed_member(*, instance: Any, **_: Any) -> None:
+    """A member who leaves a workspace takes their own server sign-ins with them (audited);
+    they connect again wherever they still are. Shared grants stay."""
+    from mcp_bridge.services import grants_disconnect_member
+
+    grants_disconnect_member(user_id=instance.user_id, reason="left_workspace")
+
+
 def connect() -> None:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.signals import user_logged_out
-    from django.db.models.signals import post_save
+    from django.db.models.signals import post_delete, post_save
 
     from bindings.signals import allowances_changed, approvals_cancelled
+
+    from .models import Membership
 
     allowances_changed.connect(
         tell_threads_their_allowances, dispatch_uid="chat.tell_threads_their_allowances"
@@ -98,6 +108,11 @@ def connect() -> None:
         recheck_sockets_on_account_change,
         sender=get_user_model(),
         dispatch_uid="chat.recheck_sockets_on_account_change",
+    )
+    post_delete.connect(
+        forget_grants_of_departed_member,
+        sender=Membership,
+        dispatch_uid="chat.forget_grants_of_departed_member",
     )
     approvals_cancelled.connect(
         close_calls_of_cancelled_approvals, dispatch_uid="chat.close_cancelled_approval_calls"

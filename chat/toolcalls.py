@@ -742,7 +742,11 @@ async def execute(
                 else None
             )
             raw, latency_ms = await gateway.call_tool(
-                server, tool, call.arguments, progress=on_progress
+                server,
+                tool,
+                call.arguments,
+                progress=on_progress,
+                on_behalf_of=call.requested_by_id,  # whose sign-in an OAuth server sees
             )
         finally:
             # Before any final event is queued: a late running event must not follow it.

@@ -6,5 +6,6 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("audit/", include("bindings.urls")),
+    path("oauth/", include("mcp_bridge.urls")),
     path("", include("chat.urls")),
 ]

@@ -6,6 +6,8 @@
   only, never values.
 - "Refresh catalogue" asks the server for ``tools/list`` now (through a blocking bridge, as
   sync code does) and reports success or the server's error.
+- OAuth grants: who connected which server, when, until when; never a token. *Disconnect*
+  deletes a grant (audited); a shared grant is connected from the server's page.
 - The catalogue (tools, UI resources) is what the servers said: read-only here. Narrowing a
   tool's visibility, its risk or its approval is a tool policy on an app binding.
 """
@@ -18,13 +20,15 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from bindings.audit import record
 from bindings.events import AuditEventType, Decision
 
 from . import services
 from .errors import BridgeError
-from .models import McpServer, Tool, UiResource
+from .models import AuthMode, McpServer, OAuthGrant, Tool, UiResource
 
 # Fields whose changes are audited by name (env / headers: only their keys).
 AUDITED_SERVER_FIELDS = (
@@ -39,6 +43,7 @@ AUDITED_SERVER_FIELDS = (
     "call_timeout",
     "connect_timeout",
     "sandbox_subdomain",
+    "auth_mode",
 )
 
 
@@ -68,6 +73,7 @@ class McpServerForm(forms.ModelForm):
             "cwd",
             "url",
             "headers",
+            "auth_mode",
             "enabled",
             "call_timeout",
             "connect_timeout",
@@ -76,6 +82,7 @@ class McpServerForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["auth_mode"].required = False
         # Show which keys exist, never their values.
         for name in ("env", "headers"):
             stored = getattr(self.instance, name, None) or {}
@@ -105,6 +112,17 @@ class McpServerForm(forms.ModelForm):
     def clean_headers(self) -> dict[str, str]:
         raw = self.cleaned_data.get("headers") or ""
         return self._parse(raw, ":") if raw.strip() else (self.instance.headers or {})
+
+    def clean_auth_mode(self) -> str:
+        # Optional in a post: left out keeps the stored mode (or none, for a new server).
+        return self.cleaned_data.get("auth_mode") or self.instance.auth_mode or AuthMode.NONE
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        oauth = cleaned.get("auth_mode") in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER)
+        if oauth and cleaned.get("transport") == "stdio":
+            self.add_error("auth_mode", "OAuth sign-in needs an HTTP server (a URL), not stdio.")
+        return cleaned
 
 
 def _server_snapshot(server: McpServer) -> dict:
@@ -169,7 +187,7 @@ class McpServerAdmin(admin.ModelAdmin):
     ]
     list_filter = ["transport", "enabled", HealthFilter]
     search_fields = ["name", "slug"]
-    readonly_fields = ["last_error", "last_seen", "catalogue_refreshed_at"]
+    readonly_fields = ["last_error", "last_seen", "catalogue_refreshed_at", "sign_in"]
     inlines = [ToolInline]
     actions = ["refresh_catalogue"]
 
@@ -229,6 +247,28 @@ class McpServerAdmin(admin.ModelAdmin):
                 _tools=Count("tools", filter=Q(tools__present=True), distinct=True),
                 _bindings=Count("bindings", distinct=True),
             )
+        )
+
+    @admin.display(description="sign-in")
+    def sign_in(self, obj: McpServer) -> str:
+        """Who is connected, and (shared mode) the button that connects for everyone.
+        The button posts the change form's CSRF token to the connect view (formaction)."""
+        if obj.pk is None or obj.auth_mode not in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER):
+            return "No OAuth sign-in (set the auth mode to an OAuth mode and save)."
+        grants = obj.oauth_grants.count()
+        listing = reverse("admin:mcp_bridge_oauthgrant_changelist") + f"?server__id__exact={obj.pk}"
+        if obj.auth_mode == AuthMode.OAUTH_MEMBER:
+            summary, label = f"{grants} member(s) connected.", "Connect my account"
+        else:
+            summary = "Connected for everyone." if grants else "Not connected."
+            label = "Connect again" if grants else "Connect for everyone"
+        return format_html(
+            '{} <button type="submit" class="button" formaction="{}" formmethod="post" '
+            'formtarget="_blank">{}</button> <a href="{}">Show grants</a>',
+            summary,
+            reverse("oauth-connect", args=[obj.slug]),
+            label,
+            listing,
         )
 
     @admin.display(description="healthy", boolean=True)
@@ -350,6 +390,8 @@ class McpServerAdmin(admin.ModelAdmin):
                 action="admin",
                 extra={"via": "admin", "name": obj.name, "slug": obj.slug},
             )
+            for grant in obj.oauth_grants.all():
+                services.grant_disconnect(grant=grant, actor=request.user, reason="server_removed")
             obj.delete()
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
@@ -383,3 +425,54 @@ class UiResourceAdmin(ReadOnlyCatalogueAdmin):
     list_select_related = ["server"]
     exclude = ["text"]
     readonly_fields = ["server", "uri", "mime_type", "flavor", "content_hash", "meta", "size"]
+
+
+@admin.register(OAuthGrant)
+class OAuthGrantAdmin(admin.ModelAdmin):
+    """Who connected which server (no secrets: the sealed columns are never shown)."""
+
+    list_display = ["server", "owner", "connected_by", "connected_at", "expires_at", "refreshed_at"]
+    list_filter = ["server"]
+    list_select_related = ["server", "user", "connected_by"]
+    search_fields = ["server__name", "user__username"]
+    fields = [
+        "server",
+        "owner",
+        "connected_by",
+        "scope",
+        "connected_at",
+        "expires_at",
+        "refreshed_at",
+    ]
+    readonly_fields = fields
+    actions = ["disconnect"]
+
+    @admin.display(description="account of")
+    def owner(self, obj: OAuthGrant) -> str:
+        return obj.user.get_username() if obj.user else "everyone (shared)"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def get_actions(self, request: HttpRequest):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # Disconnect says what it does
+        return actions
+
+    def delete_model(self, request: HttpRequest, obj: OAuthGrant) -> None:
+        # Deleting a grant (its page, or a server's removal) is a disconnect: audited.
+        services.grant_disconnect(grant=obj, actor=request.user, reason="admin")
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[OAuthGrant]) -> None:
+        for grant in queryset:
+            self.delete_model(request, grant)
+
+    @admin.action(description="Disconnect (delete the grant and its tokens)")
+    def disconnect(self, request: HttpRequest, queryset: QuerySet[OAuthGrant]) -> None:
+        grants = list(queryset)
+        for grant in grants:
+            services.grant_disconnect(grant=grant, actor=request.user, reason="admin")
+        self.message_user(request, f"Disconnected {len(grants)} grant(s).", messages.SUCCESS)

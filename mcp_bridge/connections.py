@@ -187,6 +187,9 @@ class ServerSpec:
     mode: ConnectMode = "auto"
     # Human-readable name for messages; defaults to the key.
     name: str = ""
+    # An httpx Auth for HTTP transports (OAuth: ``mcp_bridge.oauth``); like headers, kept
+    # out of repr, hash and key: whoever builds the spec puts the grant into the key.
+    auth: httpx2.Auth | None = field(default=None, repr=False, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -841,6 +844,7 @@ class ConnectionManager:
                 spec.url or "",
                 headers=dict(spec.headers) or None,
                 timeout=spec.connect_timeout,
+                auth=spec.auth,
             )
         return Client(
             _watched(transport, link.mark_dead),  # type: ignore[arg-type]
@@ -1080,7 +1084,7 @@ def _http_transport(spec: ServerSpec) -> AbstractAsyncContextManager[tuple[Any, 
         # Our own httpx client, for the spec's headers and connect timeout; we close it.
         timeout = httpx2.Timeout(spec.connect_timeout, read=300.0)
         async with (
-            httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http,
+            httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout, auth=spec.auth) as http,
             streamable_http_client(spec.url or "", http_client=http) as streams,
         ):
             yield streams

@@ -231,6 +231,38 @@ class Cancelled(BridgeError):
         super().__init__(message, details={"reason": reason})
 
 
+class AuthorizationRequired(BridgeError):
+    """The server needs a sign-in (OAuth) that the person, or the admin, has not given."""
+
+    code = "authorization_required"
+    default_message = "The tool server needs you to connect your account first."
+
+    def __init__(
+        self,
+        server: str | None = None,
+        *,
+        slug: str | None = None,
+        shared: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        name = server or "the server"
+        if shared:
+            message = (
+                f"{_the('tool server', server)} needs a sign-in: an administrator has to "
+                f"connect {name} for everyone first."
+            )
+        else:
+            message = (
+                f"{_the('tool server', server)} needs a sign-in: the person this call runs "
+                f"for has not connected their {name} account. They can use the Connect "
+                "button shown in the chat, then run it again."
+            )
+        super().__init__(
+            message,
+            details={"server": server, "slug": slug, "shared": shared, "reason": reason},
+        )
+
+
 ERROR_CLASSES: dict[str, type[BridgeError]] = {
     cls.code: cls
     for cls in (
@@ -245,5 +277,6 @@ ERROR_CLASSES: dict[str, type[BridgeError]] = {
         ResourceNotFound,
         InvalidResource,
         Cancelled,
+        AuthorizationRequired,
     )
 }

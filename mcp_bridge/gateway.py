@@ -16,10 +16,10 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from . import services
-from .connections import BlockingBridge, ConnectionManager
-from .errors import BridgeError, InvalidArguments, ToolNotFound
-from .models import McpServer, Tool, UiResource
+from . import oauth, services
+from .connections import BlockingBridge, ConnectionManager, ServerSpec
+from .errors import AuthorizationRequired, BridgeError, InvalidArguments, ToolNotFound
+from .models import OAUTH_MODES, AuthMode, McpServer, Tool, UiResource
 from .schema import validate_arguments
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -40,7 +40,7 @@ def manager() -> ConnectionManager:
 
 async def _tools_changed(spec_key: str) -> None:
     """`notifications/tools/list_changed`: refresh that server's catalogue."""
-    slug = spec_key.split(":", 1)[0]
+    slug = spec_key.split(":", 1)[0].split("~", 1)[0]  # "slug~g<grant>:…" signed-in specs
     server = await database_sync_to_async(McpServer.objects.filter(slug=slug).first)()
     if server is not None:
         # On failure health is recorded; the next call refreshes again.
@@ -59,11 +59,41 @@ def _record_health(server_id: int, error: str | None) -> None:
     services.record_health(server_id=server_id, error=error)
 
 
+@database_sync_to_async
+def _grant_for(server: McpServer, user_id: int | None):
+    return services.grant_for(server=server, user_id=user_id)
+
+
+async def _spec(server: McpServer, *, user_id: int | None = None) -> ServerSpec:
+    """The spec to reach ``server`` on behalf of ``user_id`` (None: anyone's grant will do,
+    for listings and UI resources). ``AuthorizationRequired`` when there is no grant."""
+    if server.auth_mode not in OAUTH_MODES:
+        return services.spec_for(server)
+    grant = await _grant_for(server, user_id)
+    if grant is None:
+        shared = server.auth_mode == AuthMode.OAUTH_SHARED
+        raise AuthorizationRequired(server.name, slug=server.slug, shared=shared)
+    return oauth.spec_with_grant(server, grant)
+
+
+def _signed_in_error(spec: ServerSpec, server: McpServer, exc: BridgeError) -> BridgeError:
+    """A request refused because the server no longer accepts the grant (the provider
+    forgot it) reads as what it is: a sign-in is needed."""
+    if isinstance(exc, AuthorizationRequired) or not oauth.lost_authorization(spec):
+        return exc
+    return AuthorizationRequired(
+        server.name, slug=server.slug, shared=server.auth_mode == AuthMode.OAUTH_SHARED
+    )
+
+
 async def refresh_catalogue(server: McpServer) -> services.CatalogueChange:
-    spec = services.spec_for(server)
+    spec = await _spec(server)
     try:
         tools = await manager().list_tools(spec)
     except BridgeError as exc:
+        exc = _signed_in_error(spec, server, exc)
+        if isinstance(exc, AuthorizationRequired):
+            raise exc from None
         await _record_health(server.pk, exc.user_message)
         raise
     return await database_sync_to_async(services.apply_catalogue)(server=server, tools=tools)
@@ -126,18 +156,27 @@ async def call_tool(
     *,
     progress: ProgressFn | None = None,
     timeout: float | None = None,
+    on_behalf_of: int | None = None,
 ) -> tuple[dict[str, Any], float]:
-    """Validate arguments against the tool's schema, call it; returns (raw result, ms)."""
+    """Validate arguments against the tool's schema, call it; returns (raw result, ms).
+
+    ``on_behalf_of``: the user whose grant an OAuth-per-member server's call uses."""
     if not isinstance(arguments, dict):
         raise InvalidArguments(["arguments must be a JSON object"], tool=tool.name)
     await _validate(arguments, tool)
-    spec = services.spec_for(server)
+    if server.auth_mode in OAUTH_MODES:
+        spec = await _signed_in_spec(server, tool.name, on_behalf_of)
+    else:
+        spec = services.spec_for(server)
     started = time.perf_counter()
     try:
         raw = await manager().call_tool(
             spec, tool.name, arguments, timeout=timeout or server.call_timeout, progress=progress
         )
     except BridgeError as exc:
+        exc = _signed_in_error(spec, server, exc)
+        if isinstance(exc, AuthorizationRequired):
+            raise exc from None
         if exc.code in {"server_unavailable", "server_crashed"}:
             await _record_health(server.pk, exc.user_message)
         raise
@@ -150,13 +189,39 @@ async def call_tool(
 
 
 @database_sync_to_async
+def _call_grant(server: McpServer, tool_name: str, user_id: int | None):
+    if server.auth_mode == AuthMode.OAUTH_MEMBER and user_id is None:
+        grant = None  # nobody to act for: never borrow another member's grant for a call
+    else:
+        grant = services.grant_for(server=server, user_id=user_id)
+    services.oauth_call_audit(server=server, user_id=user_id, grant=grant, tool_name=tool_name)
+    return grant
+
+
+async def _signed_in_spec(server: McpServer, tool_name: str, user_id: int | None) -> ServerSpec:
+    """A call's spec with the grant of the person it runs for (audited either way)."""
+    grant = await _call_grant(server, tool_name, user_id)
+    if grant is None:
+        raise AuthorizationRequired(
+            server.name, slug=server.slug, shared=server.auth_mode == AuthMode.OAUTH_SHARED
+        )
+    return oauth.spec_with_grant(server, grant)
+
+
+@database_sync_to_async
 def _latest_resource(server: McpServer, uri: str) -> UiResource | None:
     return UiResource.objects.filter(server=server, uri=uri).order_by("-fetched_at").first()
 
 
 async def ui_resource(server: McpServer, uri: str, *, refresh: bool = True) -> UiResource:
     """The current version of a UI resource: read it from the server (cached by hash)."""
-    spec = services.spec_for(server)
+    try:
+        spec = await _spec(server)
+    except AuthorizationRequired:
+        cached = await _latest_resource(server, uri)
+        if cached is not None:
+            return cached  # nobody signed in now: the last version read with a grant
+        raise
     if not refresh:
         cached = await _latest_resource(server, uri)
         if cached is not None:
@@ -188,7 +253,7 @@ async def _listing_meta(spec, uri: str) -> dict[str, Any] | None:
 
 
 async def read_resource(server: McpServer, uri: str) -> dict[str, Any]:
-    return await manager().read_resource(services.spec_for(server), uri)
+    return await manager().read_resource(await _spec(server), uri)
 
 
 def blocking_bridge() -> BlockingBridge:

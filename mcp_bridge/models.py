@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils.text import slugify
 
 
@@ -10,6 +12,16 @@ class Transport(models.TextChoices):
     STDIO = "stdio", "stdio"
     STREAMABLE_HTTP = "streamable_http", "Streamable HTTP"
     SSE = "sse", "SSE"
+
+
+class AuthMode(models.TextChoices):
+    NONE = "none", "None"
+    HEADERS = "headers", "Static headers"
+    OAUTH_SHARED = "oauth_shared", "OAuth, one shared grant"
+    OAUTH_MEMBER = "oauth_member", "OAuth, each member their own"
+
+
+OAUTH_MODES = (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER)
 
 
 class McpServer(models.Model):
@@ -24,6 +36,12 @@ class McpServer(models.Model):
     cwd = models.CharField(max_length=500, blank=True)
     url = models.URLField(max_length=500, blank=True)
     headers = models.JSONField(default=dict, blank=True)
+    auth_mode = models.CharField(
+        max_length=20,
+        choices=AuthMode.choices,
+        default=AuthMode.NONE,
+        help_text="OAuth modes sign in with the server's authorization server (docs/oauth.md).",
+    )
     enabled = models.BooleanField(default=True)
     call_timeout = models.FloatField(default=60.0, help_text="Seconds before a tool call fails.")
     connect_timeout = models.FloatField(default=20.0)
@@ -108,3 +126,64 @@ class UiResource(models.Model):
 
     def __str__(self) -> str:
         return f"{self.uri} ({self.content_hash[:10]})"
+
+
+class OAuthGrant(models.Model):
+    """One authorization of Atrium at an MCP server: its client registration and tokens,
+    sealed (``mcp_bridge.sealing``) and never shown back. ``user`` is None for the server's
+    shared grant; otherwise the member whose account it is."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="oauth_grants")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="oauth_grants",
+    )
+    connected_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    sealed_tokens = models.TextField()
+    sealed_client = models.TextField()
+    scope = models.CharField(max_length=500, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    connected_at = models.DateTimeField(auto_now_add=True)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["server__name", "connected_at"]
+        verbose_name = "OAuth grant"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server", "user"],
+                condition=Q(user__isnull=False),
+                name="one_oauth_grant_per_member",
+            ),
+            models.UniqueConstraint(
+                fields=["server"], condition=Q(user__isnull=True), name="one_shared_oauth_grant"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server.slug} for {self.user or 'everyone'}"
+
+
+class OAuthAuthorization(models.Model):
+    """A sign-in in progress: found again by the sha256 of its ``state``, used once.
+
+    The PKCE verifier never leaves the memory of the flow that made it (the SDK's)."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    shared = models.BooleanField(default=False)
+    state_digest = models.CharField(max_length=64, unique=True)
+    listener = models.CharField(max_length=200, help_text="Channel of the waiting flow.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "OAuth sign-in in progress"
+
+    def __str__(self) -> str:
+        return f"sign-in to {self.server_id} by {self.user_id}"

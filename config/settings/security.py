@@ -29,6 +29,11 @@ else:
         with os.fdopen(_fd, "w") as _out:
             _out.write(SECRET_KEY)
 
+# Fernet keys sealing OAuth grants at rest (comma-separated, newest first: MultiFernet
+# decrypts with any, encrypts with the first). Empty: one key derived from SECRET_KEY
+# (see docs/oauth.md, "Keys and rotation").
+ATRIUM_OAUTH_KEYS = env_list("ATRIUM_OAUTH_KEYS", [])
+
 ATRIUM_APP_ORIGIN = env_str("ATRIUM_APP_ORIGIN", "http://localhost:8000").rstrip("/")
 
 

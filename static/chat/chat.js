@@ -76,6 +76,7 @@
     return {
       canAct: canAct(),
       isOwner: role === "owner",
+      userId: me.id,
       compact: !!(call && call.parentView),
       appName: function (callId) {
         var c = calls.get(callId);
@@ -1194,6 +1195,11 @@
       msg = { type: "tool.cancel", toolCallId: idValue(btn.dataset.toolCallId) };
     } else if (action === "cancel-turn") {
       msg = { type: "turn.cancel" };
+    } else if (action === "retry-tool") {
+      // After connecting a server: the same call again, as the viewer (a new, audited call).
+      var failed = calls.get(idValue(btn.dataset.toolCallId));
+      if (!failed) return;
+      msg = { type: "tool.call", server: failed.server.slug, tool: failed.tool, arguments: failed.arguments || {} };
     } else {
       return;
     }

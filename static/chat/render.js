@@ -601,6 +601,42 @@
     );
   }
 
+  /** "Connect <server> to continue": the server needs a sign-in (OAuth) that the person
+   *  the call ran for (or, for a shared grant, an administrator) has not given. The button
+   *  posts to the app's connect view in a new tab (the provider's consent page); once
+   *  connected, "Run again" repeats the call as the viewer. */
+  function renderConnectCard(call, opts) {
+    var details = (call.error && call.error.details) || {};
+    var server = (call.server && (call.server.name || call.server.slug)) || details.server || "the server";
+    var slug = (call.server && call.server.slug) || details.slug || "";
+    var mine = !details.shared && (!call.requestedBy || String(call.requestedBy.id) === String(opts.userId));
+    var tokenInput = document.querySelector('input[name="csrfmiddlewaretoken"]');
+    var text;
+    if (details.shared) text = "An administrator needs to connect " + server + " for everyone before this tool can run.";
+    else if (mine) text = "This tool runs with your own " + server + " account. Connect it, then run the call again.";
+    else text = "This tool runs with the account of " + ((call.requestedBy && call.requestedBy.name) || "the person who asked") + ", who has not connected " + server + " yet.";
+    var actions = null;
+    if (mine && opts.canAct && slug && tokenInput) {
+      actions = h(
+        "div",
+        { class: "connect-actions" },
+        h(
+          "form",
+          { class: "connect-form", attrs: { method: "post", action: "/oauth/connect/" + encodeURIComponent(slug) + "/", target: "_blank" } },
+          h("input", { attrs: { type: "hidden", name: "csrfmiddlewaretoken", value: tokenInput.value } }),
+          h("button", { class: "btn btn-primary btn-sm", attrs: { type: "submit" } }, icon("shield"), "Connect " + server)
+        ),
+        call.origin !== "app_view" ? h("button", { class: "btn btn-ghost btn-sm", text: "Run again", attrs: { type: "button" }, data: { action: "retry-tool", toolCallId: call.id } }) : null
+      );
+    }
+    return h(
+      "div",
+      { class: "callout callout-connect", attrs: { role: "status" }, data: { connectServer: slug } },
+      icon("shield"),
+      h("div", { class: "callout-body" }, h("p", { class: "callout-title", text: "Connect " + server + " to continue" }), h("p", { class: "callout-text", text: text }), actions)
+    );
+  }
+
   /** Whether a tool call shows an app view (a `ui` part, or a view declared by its tool).
    *  A call a view made itself answers that view; it never opens a second one. */
   function hasView(call) {
@@ -709,7 +745,9 @@
     }
 
     var decided = call.approval && call.approval.status !== "pending";
-    if (call.error && (call.status === "error" || call.status === "cancelled" || (call.status === "rejected" && !decided))) {
+    if (call.error && call.error.code === "authorization_required") {
+      body.appendChild(renderConnectCard(call, opts));
+    } else if (call.error && (call.status === "error" || call.status === "cancelled" || (call.status === "rejected" && !decided))) {
       body.appendChild(renderToolError(call.error));
     }
     card.appendChild(body);

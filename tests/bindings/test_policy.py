@@ -1654,11 +1654,12 @@ def test_event_types_are_numbered_in_their_ranges() -> None:
         "APPROVAL_EXPIRED": EventCategory.APPROVAL,
         "POLICY_CHANGED": EventCategory.BINDING,
         "MEDIA_REJECTED": EventCategory.MEDIA,
+        "OAUTH_CALL_AUTHORIZED": EventCategory.AUTH,
     }
     for name, category in expected_category.items():
         assert AuditEventType[name].category is category
     for member in AuditEventType:
-        assert 100 <= member.value < 800
+        assert 100 <= member.value < 900
         assert member.label and member.label[0].isupper()
 
 
@@ -1707,6 +1708,13 @@ def test_event_type_values_and_labels_are_unique() -> None:
         ("BINDING_CREATED", 600),
         ("BINDING_CHANGED", 601),
         ("BINDING_REMOVED", 602),
+        ("OAUTH_CONNECTED", 800),
+        ("OAUTH_DISCONNECTED", 801),
+        ("OAUTH_REFRESH_FAILED", 802),
+        ("OAUTH_CONNECT_FAILED", 803),
+        ("OAUTH_CALLBACK_REJECTED", 804),
+        ("OAUTH_CALL_AUTHORIZED", 810),
+        ("OAUTH_AUTHORIZATION_REQUIRED", 811),
         ("POLICY_CHANGED", 610),
         ("MEDIA_STAGED", 700),
         ("MEDIA_READY", 701),

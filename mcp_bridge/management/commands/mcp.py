@@ -7,6 +7,7 @@ mcp list
 mcp tools NAME [--json]
 mcp resource NAME URI [--json]
 mcp call NAME TOOL --args JSON [--json]   (prints the canonical result)
+mcp reseal-grants               (re-encrypt OAuth grants with the newest key; docs/oauth.md)
 """
 
 from __future__ import annotations
@@ -134,6 +135,12 @@ class Command(BaseCommand):
         add.add_argument("--env", action="append", metavar="K=V")
         add.add_argument("--header", action="append", metavar="K=V")
         add.add_argument("--timeout", type=float, default=60.0)
+        add.add_argument(
+            "--auth",
+            choices=["none", "headers", "oauth_shared", "oauth_member"],
+            default="",
+            help="how calls sign in (default: headers if any are given, else none)",
+        )
         imp = sub.add_parser("import", help="import an mcpServers JSON file")
         imp.add_argument("file")
         sub.add_parser("list", help="list servers and their health")
@@ -149,6 +156,7 @@ class Command(BaseCommand):
         call.add_argument("tool")
         call.add_argument("--args", dest="tool_args", default="{}")
         call.add_argument("--json", action="store_true")
+        sub.add_parser("reseal-grants", help="re-encrypt OAuth grants with the newest key")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -159,6 +167,9 @@ class Command(BaseCommand):
                 self._import(options["file"])
             elif action == "list":
                 self._list()
+            elif action == "reseal-grants":
+                count = services.grants_reseal()
+                self.stdout.write(f"Resealed {count} OAuth grant(s) with the newest key.")
             else:
                 asyncio.run(self._remote(action, options))
         except services.ServerConfigError as exc:
@@ -195,6 +206,7 @@ class Command(BaseCommand):
                 url=options["url"],
                 headers=_pairs(options["header"]),
                 call_timeout=options["timeout"],
+                auth_mode=options["auth"],
             )
         self.stdout.write(f"Added '{server.slug}' ({server.transport}).")
 

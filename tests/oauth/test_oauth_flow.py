@@ -1,0 +1,125 @@
+"""Signing in to a real OAuth-protected MCP server (examples/oauth_server), end to end
+through Atrium's connect and callback views, the SDK's client flow and the gateway."""
+
+from __future__ import annotations
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import AsyncClient
+
+from bindings.events import AuditEventType
+from bindings.models import AuditEvent
+from mcp_bridge import gateway
+from mcp_bridge.errors import AuthorizationRequired
+from mcp_bridge.models import AuthMode, McpServer, OAuthAuthorization, OAuthGrant, Tool
+from tests.conftest import make_user
+from tests.oauth.support import TOKEN_PREFIX, authorize_url, callback_path, notes_server
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@database_sync_to_async
+def _setup(url: str, mode: str = AuthMode.OAUTH_MEMBER):
+    server = McpServer.objects.create(
+        name="Notes", slug="notes", transport="streamable_http", url=url, auth_mode=mode
+    )
+    return server, make_user("amy"), make_user("ben")
+
+
+@database_sync_to_async
+def _audit(event_type: AuditEventType) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(event_type=int(event_type)).order_by("pk"))
+
+
+@database_sync_to_async
+def _grants() -> list[OAuthGrant]:
+    return list(OAuthGrant.objects.select_related("user").order_by("pk"))
+
+
+async def _tool(server: McpServer, name: str) -> Tool:
+    # Loaded after the first sign-in, or here with the grant (whichever comes first).
+    return await gateway.tool_for(server, name)
+
+
+async def _connect(client: AsyncClient, server, notes, account: str) -> str:
+    response = await client.post(f"/oauth/connect/{server.slug}/")
+    callback = await notes.consent(authorize_url(response), account)
+    answer = await client.get(callback_path(callback))
+    assert answer.status_code == 200, answer.content
+    assert b'data-oauth-result="connected"' in answer.content
+    return callback
+
+
+async def test_members_connect_call_with_their_own_grant_and_lose_it_on_revocation():
+    async with notes_server() as notes:
+        server, amy, ben = await _setup(notes.url)
+        amy_client, ben_client = AsyncClient(), AsyncClient()
+        await amy_client.aforce_login(amy)
+        await ben_client.aforce_login(ben)
+
+        callback = await _connect(amy_client, server, notes, "alice")
+        await _connect(ben_client, server, notes, "bob")
+
+        grants = await _grants()
+        assert [g.user.username for g in grants] == ["amy", "ben"]
+        # Sealed at rest: no token in the stored columns.
+        assert all(TOKEN_PREFIX not in g.sealed_tokens + g.sealed_client for g in grants)
+        assert len(await _audit(AuditEventType.OAUTH_CONNECTED)) == 2
+
+        tool = await _tool(server, "my_notes")
+        raw, _ = await gateway.call_tool(server, tool, {}, on_behalf_of=amy.pk)
+        assert "Notes of Alice" in raw["content"][0]["text"]
+        raw, _ = await gateway.call_tool(server, tool, {}, on_behalf_of=ben.pk)
+        assert "Notes of Bob" in raw["content"][0]["text"]
+        used = await _audit(AuditEventType.OAUTH_CALL_AUTHORIZED)
+        assert [e.extra["grant_user_id"] for e in used] == [amy.pk, ben.pk]
+        assert all(e.extra["auth_mode"] == "oauth_member" for e in used)
+
+        # The same callback again: refused, audited, nothing changed.
+        replay = await amy_client.get(callback_path(callback))
+        assert replay.status_code == 400
+        assert b"already used" in replay.content
+        rejected = await _audit(AuditEventType.OAUTH_CALLBACK_REJECTED)
+        assert [e.reason for e in rejected] == ["replayed_state"]
+        assert len(await _grants()) == 2
+
+        # The provider revokes Alice's tokens: Amy's next call asks her to connect again.
+        await notes.control("revoke?account=alice")
+        with pytest.raises(AuthorizationRequired):
+            await gateway.call_tool(server, tool, {}, on_behalf_of=amy.pk)
+        assert [g.user.username for g in await _grants()] == ["ben"]
+        assert len(await _audit(AuditEventType.OAUTH_REFRESH_FAILED)) == 1
+        raw, _ = await gateway.call_tool(server, tool, {}, on_behalf_of=ben.pk)
+        assert "Notes of Bob" in raw["content"][0]["text"]
+
+        # Someone who never connected gets the same answer, audited as not connected.
+        with pytest.raises(AuthorizationRequired):
+            await gateway.call_tool(server, tool, {}, on_behalf_of=None)
+        assert await _audit(AuditEventType.OAUTH_AUTHORIZATION_REQUIRED)
+        await gateway.close_all()
+
+
+async def test_expired_access_token_is_refreshed_silently():
+    # A lifetime shorter than REFRESH_MARGIN_SECONDS: every stored token is due for a
+    # refresh when it is next used (no waiting on the clock).
+    async with notes_server("--access-ttl", "2") as notes:
+        server, amy, _ = await _setup(notes.url)
+        client = AsyncClient()
+        await client.aforce_login(amy)
+        await _connect(client, server, notes, "alice")
+        tool = await _tool(server, "my_notes")
+        await gateway.close_all()  # the call opens a new connection from the stored grant
+        (before,) = await _grants()
+        refreshes = (await notes.control("stats"))["refresh_token"]
+        raw, _ = await gateway.call_tool(server, tool, {}, on_behalf_of=amy.pk)
+        assert "Notes of Alice" in raw["content"][0]["text"]
+        assert (await notes.control("stats"))["refresh_token"] > refreshes
+        (grant,) = await _grants()
+        assert grant.pk == before.pk and grant.sealed_tokens != before.sealed_tokens
+        assert not await _audit(AuditEventType.OAUTH_REFRESH_FAILED)
+        await gateway.close_all()
+
+
+@database_sync_to_async
+def _pending_count() -> int:
+    return OAuthAuthorization.objects.count()
