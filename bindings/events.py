@@ -73,6 +73,8 @@ class AuditEventType(IntEnum):
     CATALOGUE_REFRESHED = 210
     UI_RESOURCE_FETCHED = 220
     CSP_DOMAIN_DROPPED = 221
+    SERVERS_IMPORTED = 240
+    SERVER_IMPORT_REFUSED = 241
 
     # 3xx — tool actions
     TOOL_CALL_MODEL = 300
@@ -107,6 +109,7 @@ class AuditEventType(IntEnum):
     BINDING_CHANGED = 601
     BINDING_REMOVED = 602
     POLICY_CHANGED = 610
+    BINDING_REFUSED = 630
 
     # 7xx — media
     MEDIA_STAGED = 700
@@ -141,6 +144,8 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.CATALOGUE_REFRESHED: "Tool catalogue refreshed",
     AuditEventType.UI_RESOURCE_FETCHED: "UI resource fetched",
     AuditEventType.CSP_DOMAIN_DROPPED: "CSP domain dropped",
+    AuditEventType.SERVERS_IMPORTED: "MCP servers imported from a file",
+    AuditEventType.SERVER_IMPORT_REFUSED: "MCP server entry refused by an import",
     AuditEventType.TOOL_CALL_MODEL: "Tool call by the model",
     AuditEventType.TOOL_CALL_USER: "Tool call by a user",
     AuditEventType.TOOL_CALL_APP: "Tool call by an app view",
@@ -167,6 +172,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.BINDING_CHANGED: "App binding changed",
     AuditEventType.BINDING_REMOVED: "App binding removed",
     AuditEventType.POLICY_CHANGED: "Tool policy changed",
+    AuditEventType.BINDING_REFUSED: "App binding refused",
     AuditEventType.MEDIA_STAGED: "Media staged",
     AuditEventType.MEDIA_READY: "Media stored",
     AuditEventType.MEDIA_REJECTED: "Media rejected",
