@@ -80,6 +80,8 @@ class AuditEventType(IntEnum):
     UI_RESOURCE_FETCHED = 220
     CSP_DOMAIN_DROPPED = 221
     SANDBOX_PAGE_REFUSED = 230
+    SERVERS_IMPORTED = 240
+    SERVER_IMPORT_REFUSED = 241
 
     # 3xx — tool actions
     TOOL_CALL_MODEL = 300
@@ -126,6 +128,7 @@ class AuditEventType(IntEnum):
     BINDING_REMOVED = 602
     POLICY_CHANGED = 610
     SERVER_CHANGE_REFUSED = 611
+    BINDING_REFUSED = 630
 
     # 7xx — media
     MEDIA_STAGED = 700
@@ -173,6 +176,8 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.UI_RESOURCE_FETCHED: "UI resource fetched",
     AuditEventType.CSP_DOMAIN_DROPPED: "CSP domain dropped",
     AuditEventType.SANDBOX_PAGE_REFUSED: "Sandbox page refused on another server's origin",
+    AuditEventType.SERVERS_IMPORTED: "MCP servers imported from a file",
+    AuditEventType.SERVER_IMPORT_REFUSED: "MCP server entry refused by an import",
     AuditEventType.TOOL_CALL_MODEL: "Tool call by the model",
     AuditEventType.TOOL_CALL_USER: "Tool call by a user",
     AuditEventType.TOOL_CALL_APP: "Tool call by an app view",
@@ -210,6 +215,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.BINDING_REMOVED: "App binding removed",
     AuditEventType.POLICY_CHANGED: "Tool policy changed",
     AuditEventType.SERVER_CHANGE_REFUSED: "MCP server change refused (superusers only)",
+    AuditEventType.BINDING_REFUSED: "App binding refused",
     AuditEventType.MEDIA_STAGED: "Media staged",
     AuditEventType.MEDIA_READY: "Media stored",
     AuditEventType.MEDIA_REJECTED: "Media rejected",

@@ -287,6 +287,66 @@ def set_tool_policy(
     return row
 
 
+@dataclass(frozen=True)
+class EnsuredBinding:
+    binding: AppBinding
+    created: bool
+    # Tools whose approval rule this call set to "auto".
+    auto_approved: tuple[str, ...] = ()
+
+
+def ensure_binding(
+    *,
+    server: Any,
+    workspace: Any,
+    thread: Any = None,
+    auto_tools: tuple[str, ...] | list[str] = (),
+    actor: Any = None,
+    actor_label: str = "",
+) -> EnsuredBinding:
+    """The binding of ``server`` at exactly this scope (the workspace, or one of its
+    threads), created when missing, with ``auto_tools`` set to run without asking. Running
+    it again changes nothing and writes nothing; every change is audited by the service
+    that makes it (BINDING_CREATED, POLICY_CHANGED), a refused scope as BINDING_REFUSED."""
+    if thread is not None and thread.workspace_id != workspace.pk:
+        with transaction.atomic():
+            record(
+                event_type=AuditEventType.BINDING_REFUSED,
+                decision=Decision.DENIED,
+                **_actor_fields(actor, actor_label),
+                workspace_id=workspace.pk,
+                thread_id=thread.pk,
+                server_id=server.pk,
+                action="binding",
+                reason="scope_mismatch",
+            )
+        raise BindingError("scope_mismatch", "That thread belongs to another workspace.")
+    with transaction.atomic():
+        # Serializes concurrent set-ups of the same server (no joins: PostgreSQL).
+        type(server).objects.select_for_update().filter(pk=server.pk).first()
+        binding = AppBinding.objects.filter(
+            server_id=server.pk, workspace_id=workspace.pk, thread_id=getattr(thread, "pk", None)
+        ).first()
+        created = binding is None
+        if binding is None:
+            binding = create_binding(server=server, workspace=workspace, thread=thread, actor=actor)
+        auto_approved: list[str] = []
+        for tool_name in dict.fromkeys(auto_tools):
+            current = ToolPolicy.objects.filter(binding=binding, tool_name=tool_name).first()
+            if current is not None and current.approval == policy.Approval.AUTO:
+                continue
+            set_tool_policy(
+                binding=binding,
+                tool_name=tool_name,
+                risk=current.risk if current else "",
+                approval=policy.Approval.AUTO,
+                visibility_override=current.visibility_override if current else None,
+                actor=actor,
+            )
+            auto_approved.append(tool_name)
+    return EnsuredBinding(binding, created, tuple(auto_approved))
+
+
 def binding_for(*, thread: Any, server_id: int) -> AppBinding | None:
     """The binding of a server that applies to a thread: a thread binding beats the
     workspace's."""

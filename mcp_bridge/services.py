@@ -22,6 +22,7 @@ from .connections import ServerSpec
 from .errors import InvalidResource
 from .models import AuthMode, McpServer, OAuthAuthorization, OAuthGrant, Tool, Transport, UiResource
 from .sealing import reseal, seal
+from .server_config import ServerEntry
 from .uimeta import normalize_mime, parse_resource_ui, parse_tool_ui, ui_flavor
 
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -92,26 +93,17 @@ def _create_spec(server: McpServer, env: dict[str, str], headers: dict[str, str]
     )
 
 
-def add_server(
+def _check_server_fields(
     *,
     name: str,
     transport: str,
-    slug: str = "",
-    command: str = "",
-    args: list[str] | tuple[str, ...] = (),
-    env: dict[str, str] | None = None,
-    url: str = "",
-    headers: dict[str, str] | None = None,
-    cwd: str = "",
-    call_timeout: float = 60.0,
-    auth_mode: str = "",
-    actor: Any = None,
-) -> McpServer:
-    auth_mode = auth_mode or (AuthMode.HEADERS if headers else AuthMode.NONE)
-    if auth_mode not in AuthMode.values:
-        raise ServerConfigError(f"Unknown auth mode '{auth_mode}' ({', '.join(AuthMode.values)}).")
-    if auth_mode in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER) and transport == Transport.STDIO:
-        raise ServerConfigError("OAuth sign-in needs an HTTP server (a URL), not stdio.")
+    command: str,
+    url: str,
+    call_timeout: float,
+    env: dict[str, str] | None,
+    headers: dict[str, str] | None,
+) -> None:
+    """What every server row must satisfy, added or changed; ``ServerConfigError`` if not."""
     if transport not in Transport.values:
         raise ServerConfigError(f"Unknown transport '{transport}' (stdio, streamable_http, sse).")
     if transport == Transport.STDIO and not (isinstance(command, str) and command.strip()):
@@ -133,6 +125,38 @@ def add_server(
             problem = env_reference_problem(value)
             if problem:
                 raise ServerConfigError(problem)
+
+
+def add_server(
+    *,
+    name: str,
+    transport: str,
+    slug: str = "",
+    command: str = "",
+    args: list[str] | tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    url: str = "",
+    headers: dict[str, str] | None = None,
+    cwd: str = "",
+    call_timeout: float = 60.0,
+    auth_mode: str = "",
+    actor: Any = None,
+    via: str = "",
+) -> McpServer:
+    auth_mode = auth_mode or (AuthMode.HEADERS if headers else AuthMode.NONE)
+    if auth_mode not in AuthMode.values:
+        raise ServerConfigError(f"Unknown auth mode '{auth_mode}' ({', '.join(AuthMode.values)}).")
+    if auth_mode in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER) and transport == Transport.STDIO:
+        raise ServerConfigError("OAuth sign-in needs an HTTP server (a URL), not stdio.")
+    _check_server_fields(
+        name=name,
+        transport=transport,
+        command=command,
+        url=url,
+        call_timeout=call_timeout,
+        env=env,
+        headers=headers,
+    )
     slug = slugify(slug or name)[:60]
     if not slug:
         raise ServerConfigError("The server needs a name made of letters or digits.")
@@ -164,9 +188,146 @@ def add_server(
                 "auth_mode": auth_mode,
                 "env_keys": sorted(env or {}),
                 "header_keys": sorted(headers or {}),
+                **({"via": via} if via else {}),
             },
         )
     return server
+
+
+# What a server starts or connects to: the fields an `mcpServers` entry sets (the others —
+# name, timeouts, enabled, sandbox subdomain — are left as an admin set them).
+CONNECTION_FIELDS: dict[str, Any] = {
+    "transport": "",
+    "command": "",
+    "args": [],
+    "env": {},
+    "url": "",
+    "headers": {},
+}
+
+
+def update_server_connection(
+    *, server_id: int, fields: dict[str, Any], actor: Any = None, via: str = ""
+) -> tuple[McpServer, list[str]]:
+    """Set what a server runs or where it connects (the `CONNECTION_FIELDS`; missing ones
+    are cleared). Returns the row and the names of the fields that changed; an unchanged
+    row writes nothing. Audited as SERVER_CHANGED with field and key names, never values."""
+    unknown = set(fields) - set(CONNECTION_FIELDS)
+    if unknown:
+        raise ServerConfigError(f"Cannot change {', '.join(sorted(unknown))} this way.")
+    wanted = {name: fields.get(name, default) for name, default in CONNECTION_FIELDS.items()}
+    wanted["args"] = [str(a) for a in wanted["args"]]
+    with transaction.atomic():
+        server = McpServer.objects.select_for_update().filter(pk=server_id).first()
+        if server is None:
+            raise ServerConfigError("That server no longer exists.")
+        _check_server_fields(
+            name=server.name,
+            transport=wanted["transport"],
+            command=wanted["command"],
+            url=wanted["url"],
+            call_timeout=server.call_timeout,
+            env=wanted["env"],
+            headers=wanted["headers"],
+        )
+        changed = [name for name, value in wanted.items() if getattr(server, name) != value]
+        if changed:
+            for name in changed:
+                setattr(server, name, wanted[name])
+            server.save(update_fields=[*changed, "updated_at"])
+            record(
+                event_type=AuditEventType.SERVER_CHANGED,
+                decision=Decision.ALLOWED,
+                actor_kind="user" if actor else "system",
+                actor_user_id=getattr(actor, "pk", None),
+                server_id=server.pk,
+                extra={
+                    "via": via or "service",
+                    "changed": changed,
+                    "env_keys": sorted(server.env or {}),
+                    "header_keys": sorted(server.headers or {}),
+                },
+            )
+    return server, changed
+
+
+@dataclass(frozen=True)
+class ImportedServer:
+    name: str
+    # added | updated | unchanged | skipped
+    status: str
+    server: McpServer | None = None
+    changed: tuple[str, ...] = ()
+    error: str = ""
+
+
+def import_servers(
+    *, entries: list[ServerEntry], source: str, actor: Any = None
+) -> list[ImportedServer]:
+    """Apply the entries of an `mcpServers` file: add new servers, bring existing ones (same
+    slug) to the file's settings, skip unusable entries. Running it twice changes nothing
+    the second time. Each entry commits on its own (one bad entry never undoes the others);
+    every refused entry is audited (SERVER_IMPORT_REFUSED) and the import as a whole is
+    summarized (SERVERS_IMPORTED), with names and statuses only."""
+    outcomes: list[ImportedServer] = []
+    seen: dict[str, str] = {}
+    for entry in entries:
+        outcome = _import_entry(entry, seen, actor=actor)
+        outcomes.append(outcome)
+        if outcome.status == "skipped":
+            with transaction.atomic():
+                record(
+                    event_type=AuditEventType.SERVER_IMPORT_REFUSED,
+                    decision=Decision.DENIED,
+                    actor_kind="user" if actor else "system",
+                    actor_user_id=getattr(actor, "pk", None),
+                    server_id=None,
+                    action="server_import",
+                    reason=outcome.error[:200],
+                    extra={"name": entry.name[:200], "source": source},
+                )
+    with transaction.atomic():
+        record(
+            event_type=AuditEventType.SERVERS_IMPORTED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor else "system",
+            actor_user_id=getattr(actor, "pk", None),
+            action="server_import",
+            extra={
+                "source": source,
+                **{
+                    status: [o.name for o in outcomes if o.status == status]
+                    for status in ("added", "updated", "unchanged", "skipped")
+                },
+            },
+        )
+    return outcomes
+
+
+def _import_entry(entry: ServerEntry, seen: dict[str, str], *, actor: Any) -> ImportedServer:
+    if entry.fields is None:
+        return ImportedServer(entry.name, "skipped", error=entry.error)
+    slug = slugify(entry.name)[:60]
+    if slug in seen:
+        return ImportedServer(
+            entry.name,
+            "skipped",
+            error=f"The entry '{seen[slug]}' of this file already names the server '{slug}'.",
+        )
+    if slug:
+        seen[slug] = entry.name
+    existing = McpServer.objects.filter(slug=slug).first() if slug else None
+    try:
+        if existing is None:
+            server = add_server(name=entry.name, actor=actor, via="import", **entry.fields)
+            return ImportedServer(entry.name, "added", server)
+        server, changed = update_server_connection(
+            server_id=existing.pk, fields=entry.fields, actor=actor, via="import"
+        )
+    except ServerConfigError as exc:
+        return ImportedServer(entry.name, "skipped", error=str(exc))
+    status = "updated" if changed else "unchanged"
+    return ImportedServer(entry.name, status, server, tuple(changed))
 
 
 @dataclass

@@ -1,13 +1,19 @@
-"""`manage.py mcp …` — add, import, list and exercise MCP servers from the terminal.
+"""`manage.py mcp …` — add, import, bind, list and exercise MCP servers from the terminal.
 
 mcp add NAME --stdio "CMD ARGS" [--env K=V]...
 mcp add NAME --url URL [--header K=V]... [--sse]
-mcp import FILE                 (the `mcpServers` JSON of desktop MCP clients)
+mcp import FILE [--bind WORKSPACE] [--auto TOOL]...
+                                (the `mcpServers` JSON of desktop MCP clients; idempotent)
+mcp bind SERVER --workspace W [--thread ID] [--auto TOOL]...    (idempotent)
 mcp list
 mcp tools NAME [--json]
 mcp resource NAME URI [--json]
 mcp call NAME TOOL --args JSON [--json]   (prints the canonical result)
 mcp reseal-grants               (re-encrypt OAuth grants with the newest key; docs/oauth.md)
+
+It lives in `bindings` (not `mcp_bridge`) because `bind` and `import --bind` use the binding
+services, and layers import downwards only. Every change goes through a service that audits
+it (docs/operators.md).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from channels.db import database_sync_to_async
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from bindings import services as binding_services
+from bindings.models import AppBinding
 from mcp_bridge import gateway, services
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import McpServer, Tool
@@ -33,6 +41,7 @@ from mcp_bridge.normalize import (
     normalize_tool_result,
     text_fallback,
 )
+from mcp_bridge.server_config import ConfigFileError, parse_mcp_servers
 
 # Query parameters whose values are hidden by `mcp list` (hosted servers put keys in URLs).
 _SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|session|credential", re.IGNORECASE)
@@ -47,42 +56,6 @@ def _pairs(values: list[str] | None, sep: str = "=") -> dict[str, str]:
             raise CommandError(f"Expected KEY{sep}VALUE; one argument has no key or no '{sep}'.")
         result[key.strip()] = val.strip()
     return result
-
-
-def _string_map(entry: dict[str, Any], field: str) -> dict[str, str]:
-    """An `env` / `headers` object of an mcpServers entry, values as strings."""
-    value = entry.get(field)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise services.ServerConfigError(f"'{field}' is not an object.")
-    if not all(isinstance(v, str | int | float) for v in value.values()):
-        raise services.ServerConfigError(f"'{field}' has a value that is not a string.")
-    return {str(k): str(v) for k, v in value.items()}
-
-
-def _import_fields(entry: Any) -> dict[str, Any]:
-    """`add_server` arguments for one mcpServers entry; ServerConfigError if it is unusable."""
-    if not isinstance(entry, dict):
-        raise services.ServerConfigError("Not an object.")
-    url = entry.get("url")
-    if url is not None:
-        if not isinstance(url, str):
-            raise services.ServerConfigError("'url' is not a string.")
-        transport = "sse" if entry.get("type") == "sse" else "streamable_http"
-        return {"transport": transport, "url": url, "headers": _string_map(entry, "headers")}
-    command = entry.get("command")
-    if not isinstance(command, str) or not command.strip():
-        raise services.ServerConfigError("It has neither a 'command' nor a 'url'.")
-    args = entry.get("args") or []
-    if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
-        raise services.ServerConfigError("'args' is not a list of strings.")
-    return {
-        "transport": "stdio",
-        "command": command,
-        "args": [str(a) for a in args],
-        "env": _string_map(entry, "env"),
-    }
 
 
 def _display_url(url: str) -> str:
@@ -121,8 +94,24 @@ class _MediaFolder:
         return {"status": "saved", "path": str(path), "size": len(payload.data)}
 
 
+def _workspace_model() -> Any:
+    # The model behind the binding's foreign key: bindings never imports chat.
+    return AppBinding._meta.get_field("workspace").related_model
+
+
+def _thread_model() -> Any:
+    return AppBinding._meta.get_field("thread").related_model
+
+
+def _workspace(slug: str) -> Any:
+    workspace = _workspace_model().objects.filter(slug=slug).first()
+    if workspace is None:
+        raise CommandError(f"No workspace with the slug '{slug}'.")
+    return workspace
+
+
 class Command(BaseCommand):
-    help = "Manage MCP servers: add, import, list, tools, resource, call."
+    help = "Manage MCP servers: add, import, bind, list, tools, resource, call."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -141,8 +130,19 @@ class Command(BaseCommand):
             default="",
             help="how calls sign in (default: headers if any are given, else none)",
         )
-        imp = sub.add_parser("import", help="import an mcpServers JSON file")
+        imp = sub.add_parser("import", help="import an mcpServers JSON file (idempotent)")
         imp.add_argument("file")
+        imp.add_argument(
+            "--bind", metavar="WORKSPACE", help="bind every imported server to this workspace"
+        )
+        imp.add_argument(
+            "--auto", action="append", metavar="TOOL", help="with --bind: run TOOL without asking"
+        )
+        bind = sub.add_parser("bind", help="bind a server to a workspace or thread (idempotent)")
+        bind.add_argument("name", metavar="SERVER")
+        bind.add_argument("--workspace", required=True, metavar="SLUG")
+        bind.add_argument("--thread", type=int, metavar="ID", help="bind to this thread only")
+        bind.add_argument("--auto", action="append", metavar="TOOL", help="run TOOL without asking")
         sub.add_parser("list", help="list servers and their health")
         tools = sub.add_parser("tools", help="list a server's tools")
         tools.add_argument("name")
@@ -164,7 +164,9 @@ class Command(BaseCommand):
             if action == "add":
                 self._add(options)
             elif action == "import":
-                self._import(options["file"])
+                self._import(options["file"], options["bind"], options["auto"] or [])
+            elif action == "bind":
+                self._bind(options)
             elif action == "list":
                 self._list()
             elif action == "reseal-grants":
@@ -174,6 +176,8 @@ class Command(BaseCommand):
                 asyncio.run(self._remote(action, options))
         except services.ServerConfigError as exc:
             raise CommandError(str(exc)) from exc
+        except binding_services.BindingError as exc:
+            raise CommandError(exc.message) from exc
         except BridgeError as exc:
             raise CommandError(exc.user_message) from exc
 
@@ -210,22 +214,64 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"Added '{server.slug}' ({server.transport}).")
 
-    def _import(self, path: str) -> None:
+    def _import(self, path: str, workspace_slug: str | None, auto: list[str]) -> None:
+        if auto and not workspace_slug:
+            raise CommandError("--auto applies with --bind only.")
+        # The workspace first: a typo must not leave half a set-up behind.
+        workspace = _workspace(workspace_slug) if workspace_slug else None
         try:
-            data = json.loads(Path(path).read_text())
+            entries = parse_mcp_servers(json.loads(Path(path).read_text()))
         except (OSError, ValueError) as exc:
+            if isinstance(exc, ConfigFileError):
+                raise CommandError(str(exc)) from exc
             raise CommandError(f"Cannot read {path}: {exc}") from exc
-        entries = data.get("mcpServers") if isinstance(data, dict) else None
-        if not isinstance(entries, dict):
-            raise CommandError("The file has no 'mcpServers' object.")
-        for name, entry in entries.items():
-            # One bad entry (wrong types included) is reported and skipped, never fatal.
-            try:
-                services.add_server(name=name, **_import_fields(entry))
-            except services.ServerConfigError as exc:
-                self.stderr.write(f"Skipped '{name}': {exc}")
+        outcomes = services.import_servers(entries=entries, source=Path(path).name)
+        for outcome in outcomes:
+            if outcome.status == "skipped":
+                # One bad entry (wrong types included) is reported and skipped, never fatal.
+                self.stderr.write(f"Skipped '{outcome.name}': {outcome.error}")
                 continue
-            self.stdout.write(f"Imported '{name}'.")
+            detail = f" ({', '.join(outcome.changed)})" if outcome.changed else ""
+            self.stdout.write(f"{outcome.status.capitalize()} '{outcome.name}'{detail}.")
+            if workspace is not None and outcome.server is not None:
+                self._ensure_binding(outcome.server, workspace, None, auto)
+        skipped = sum(1 for outcome in outcomes if outcome.status == "skipped")
+        if skipped:
+            raise CommandError(
+                f"{skipped} of {len(outcomes)} entries were skipped (see above); "
+                "the others were imported."
+            )
+
+    def _bind(self, options: dict[str, Any]) -> None:
+        server = McpServer.objects.filter(slug=options["name"]).first()
+        if server is None:
+            raise CommandError(f"No server named '{options['name']}' (see `mcp list`).")
+        workspace = _workspace(options["workspace"])
+        thread = None
+        if options["thread"] is not None:
+            thread = _thread_model().objects.filter(pk=options["thread"]).first()
+            if thread is None:
+                raise CommandError(f"No thread with id {options['thread']}.")
+        self._ensure_binding(server, workspace, thread, options["auto"] or [])
+
+    def _ensure_binding(self, server: McpServer, workspace: Any, thread: Any, auto: list[str]):
+        outcome = binding_services.ensure_binding(
+            server=server, workspace=workspace, thread=thread, auto_tools=auto, actor_label="cli"
+        )
+        scope = f"thread {thread.pk}" if thread is not None else f"workspace '{workspace.slug}'"
+        verb = "Bound" if outcome.created else "Already bound:"
+        state = "" if outcome.binding.enabled else " (the binding is disabled)"
+        self.stdout.write(f"{verb} '{server.slug}' to {scope}{state}.")
+        if outcome.auto_approved:
+            self.stdout.write(f"  runs without asking: {', '.join(outcome.auto_approved)}")
+        if server.catalogue_refreshed_at is not None:
+            known = set(Tool.objects.filter(server=server).values_list("name", flat=True))
+            unknown = [name for name in auto if name not in known]
+            if unknown:
+                self.stderr.write(
+                    f"Note: '{server.slug}' has not listed {', '.join(unknown)} (yet); "
+                    "the rule applies once it does."
+                )
 
     def _list(self) -> None:
         for server in McpServer.objects.order_by("slug"):
