@@ -21,7 +21,9 @@ A turn:
    arrives as coalesced ``message.delta`` events (every ``FLUSH_INTERVAL`` seconds or
    ``FLUSH_CHARS`` characters); streamed tool-call arguments become
    ``toolcall.input-partial`` events (best-effort JSON repair, same rate); the final
-   ``message`` event has status ``complete`` and the rendered HTML.
+   ``message`` event has status ``complete`` and the rendered HTML. A tool with a view gets
+   its call row (status ``streaming``, so its view mounts) as soon as the model starts the
+   call; the partial arguments are stored on it, and the decision fills that row in.
 3. Runs the tool calls in order through ``toolcalls.start_tool_call(origin="model")`` —
    the same policy and approval flow as every other call — and waits for each to end
    (an approval may take up to ``ATRIUM_APPROVAL_TTL``); a refused call's reason goes back
@@ -31,6 +33,10 @@ A turn:
 
 Provider failures (refused key, unreachable host, unreadable stream, timeouts) become an
 assistant message with status ``error``; the user's message is already stored.
+
+``cancel_turn`` (a member's Stop) cancels the turn's task: the answer ends as stopped, calls
+still streaming end ``cancelled``, the call the turn waits for is cancelled on its server,
+and no folded turn follows.
 """
 
 from __future__ import annotations

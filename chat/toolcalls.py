@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -533,8 +534,6 @@ def tool_call_cancel(
             return call
         who = "Someone"
         if actor_user_id is not None:
-            from django.contrib.auth import get_user_model
-
             person = get_user_model().objects.filter(pk=actor_user_id).first()
             if person is not None:
                 who = person.get_full_name() or person.get_username()

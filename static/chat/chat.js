@@ -362,7 +362,7 @@
   function upsertCall(call, live) {
     if (!call || call.id === undefined) return;
     var prev = calls.get(call.id);
-    if (prev && prev.partialArguments && call.status === "running") call.partialArguments = prev.partialArguments;
+    if (prev && prev.partialArguments && (call.status === "running" || call.status === "streaming")) call.partialArguments = prev.partialArguments;
     calls.set(call.id, call);
     placeCall(call);
     if (live) noteNewContent(!prev && !(call.requestedBy && call.requestedBy.id === me.id));

@@ -699,7 +699,7 @@
     }
 
     var body = h("div", { class: "tc-body" });
-    var args = call.partialArguments && call.status === "running" && !Object.keys(call.arguments || {}).length ? call.partialArguments : call.arguments;
+    var args = call.partialArguments && (call.status === "running" || call.status === "streaming") && !Object.keys(call.arguments || {}).length ? call.partialArguments : call.arguments;
     var argCount = args && typeof args === "object" ? Object.keys(args).length : 0;
     var hidesArgs = call.approval && call.approval.status === "pending";
     if (!hidesArgs && argCount > 0) {

@@ -1024,11 +1024,11 @@
     if (FINAL.indexOf(call.status) < 0) return;
     if ((call.status === "success" || call.status === "error") && call.result) {
       this.pendingResult = callToolResult(call.result);
-    } else if (call.status === "error") {
-      var message = (call.error && call.error.message) || "The tool call failed.";
-      this.pendingResult = { content: [{ type: "text", text: message }], isError: true };
     } else {
-      this.cancelReason = (call.error && call.error.message) || (call.status === "rejected" ? "The call was rejected." : "The call was cancelled.");
+      // No result: rejected, expired, cancelled, or the server failed (unreachable,
+      // crashed, timed out, refused the arguments) — the view is told it was cancelled.
+      var fallback = call.status === "rejected" ? "The call was rejected." : call.status === "error" ? "The tool call failed." : "The call was cancelled.";
+      this.cancelReason = (call.error && call.error.message) || fallback;
     }
   };
 

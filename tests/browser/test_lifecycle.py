@@ -30,7 +30,7 @@ from tests.live import ROOT, LiveAtrium
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-THREADS = ["stream", "cancel", "reject", "teardown", "permission"]
+THREADS = ["stream", "cancel", "reject", "failure", "teardown", "permission"]
 LIFECYCLE = {
     "partial": "ui/notifications/tool-input-partial",
     "input": "ui/notifications/tool-input",
@@ -355,6 +355,19 @@ def test_a_view_waits_with_its_approval_card_and_a_rejection_cancels_it(
     assert received(app) == ["input", "cancelled"]
     expect(card).to_have_attribute("data-status", "rejected")
     expect_exact(app_frame(dark_row), "tool-cancelled", 1)
+
+
+def test_a_call_that_fails_on_the_server_cancels_its_view(open_as, world):
+    page = open_as("olivia", "failure")
+    # The server refuses the arguments (no steps): no result exists, so no tool-result.
+    call_tool(page, "lifecycle.show_plan", {"title": "Broken"})
+    row = view_row(page, "show_plan")
+    call_id = wait_ready(page, row)
+    card = page.locator(f".toolcall[data-tool-call-id='{call_id}']")
+    expect(card).to_have_attribute("data-status", "error")
+    app = app_frame(row)
+    expect_exact(app, "tool-cancelled", 1)
+    assert received(app) == ["input", "cancelled"]
 
 
 # ---- 4. closing a view: ui/resource-teardown first ----------------------------------------------
