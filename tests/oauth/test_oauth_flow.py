@@ -142,3 +142,49 @@ async def test_disconnecting_revokes_the_tokens_at_the_provider():
         assert (await notes.control("stats"))["live"]["alice"] == 0
         (row,) = await _audit(AuditEventType.OAUTH_DISCONNECTED)
         assert row.reason == "admin" and row.extra["grant_user_id"] == amy.pk
+
+
+async def test_the_first_call_before_anyone_connected_asks_to_connect(personas, ws_connect):
+    """No grant, so no catalogue yet: a /call says "connect", not "no such tool"."""
+    from tests.conftest import open_socket
+
+    async with notes_server() as notes:
+        server = await database_sync_to_async(McpServer.objects.create)(
+            name="Notes",
+            slug="notes",
+            transport="streamable_http",
+            url=notes.url,
+            auth_mode=AuthMode.OAUTH_MEMBER,
+        )
+        from bindings import services as binding_services
+
+        await database_sync_to_async(binding_services.create_binding)(
+            server=server, workspace=personas.workspace
+        )
+        socket = await open_socket(ws_connect, personas.member, personas.thread)
+        await socket.send_json_to(
+            {"type": "tool.call", "server": "notes", "tool": "my_notes", "arguments": {}, "rid": 7}
+        )
+        events = []
+        while True:  # every frame up to the action's reply (the call's events come first)
+            frame = await socket.receive_json_from(timeout=15)
+            if frame.get("type") == "reply" and frame.get("rid") == 7:
+                break
+            if frame.get("kind") == "toolcall":
+                events.append(frame["data"])
+        assert frame["ok"] and frame["result"]["error"]["code"] == "authorization_required"
+        call_id = frame["result"]["toolCallId"]
+
+        def connect_error(data) -> bool:
+            error = data.get("error") or {}
+            return data["id"] == call_id and error.get("code") == "authorization_required"
+
+        for _ in range(50):  # the thread's events (broadcast on commit) may follow the reply
+            if any(connect_error(e) for e in events):
+                break
+            frame = await socket.receive_json_from(timeout=15)
+            if frame.get("kind") == "toolcall":
+                events.append(frame["data"])
+        (last,) = [e for e in events if connect_error(e)]
+        assert last["error"]["details"]["slug"] == "notes"
+        await socket.disconnect()
