@@ -8,7 +8,6 @@ canonical result, stages media, and broadcasts, all in one transaction.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from bindings.policy import ActionKind
 from bindings.selectors import call_authority
 from mcp_bridge import gateway
 from mcp_bridge import services as bridge_services
-from mcp_bridge.errors import BridgeError
+from mcp_bridge.errors import AuthorizationRequired, BridgeError
 from mcp_bridge.models import McpServer, Tool, UiResource
 from mcp_bridge.normalize import NormalizedResult, build_sanitized_tool_result
 
@@ -608,6 +607,13 @@ def record_progress(
 ANNOUNCE_AFTER = 0.25  # seconds a view's call runs before its "running" event is emitted
 
 
+def _needs_sign_in(call: ToolCall, error: BridgeError) -> None:
+    with transaction.atomic():
+        call.error = error.to_dict()
+        update_row(call, ["error"])
+        _emit_call(call)
+
+
 def _announce(call: ToolCall) -> None:
     with transaction.atomic():
         _emit_fresh(call)
@@ -666,10 +672,18 @@ async def start_tool_call(request: CallRequest) -> ToolCall:
         await _ensure_view_resource(request)
     decided = await decide(request=request, refresh_missing=True, quiet_start=quiet)
     if decided is None:
-        with contextlib.suppress(BridgeError):  # then decided (audited) as tool_not_found
+        unsigned: AuthorizationRequired | None = None
+        try:
             await gateway.refresh_catalogue(request.server)
+        except AuthorizationRequired as exc:
+            unsigned = exc  # nobody connected this server yet: there is no catalogue
+        except BridgeError:
+            pass  # then decided (audited) as tool_not_found
         decided = await decide(request=request, quiet_start=quiet)
         assert decided is not None
+        if unsigned is not None and decided[1] != "allow":
+            # Refused for want of a catalogue: say what would help (the Connect card).
+            await database_sync_to_async(_needs_sign_in)(decided[0], unsigned)
     call, outcome, tool = decided
     if outcome == "allow":
         # The call row and catalogue row were just read: hand them over (two fewer

@@ -76,6 +76,12 @@ async def _spec(server: McpServer, *, user_id: int | None = None) -> ServerSpec:
     return oauth.spec_with_grant(server, grant)
 
 
+async def server_spec(server: McpServer, *, user_id: int | None = None) -> ServerSpec:
+    """The spec for requests made on behalf of ``user_id`` (their grant on a per-member
+    OAuth server, the shared one on a shared server; plain config otherwise)."""
+    return await _spec(server, user_id=user_id)
+
+
 def _signed_in_error(spec: ServerSpec, server: McpServer, exc: BridgeError) -> BridgeError:
     """A request refused because the server no longer accepts the grant (the provider
     forgot it) reads as what it is: a sign-in is needed."""

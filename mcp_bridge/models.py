@@ -147,6 +147,8 @@ class OAuthGrant(models.Model):
     sealed_tokens = models.TextField()
     sealed_client = models.TextField()
     scope = models.CharField(max_length=500, blank=True)
+    # Where to revoke the tokens on disconnect (RFC 7009), from the server's metadata.
+    revocation_endpoint = models.URLField(max_length=500, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     connected_at = models.DateTimeField(auto_now_add=True)
     refreshed_at = models.DateTimeField(null=True, blank=True)

@@ -246,6 +246,7 @@ class _PendingStorage:
         self.server, self.user, self.shared = server, user, shared
         self.client: dict[str, Any] | None = None
         self.grant: OAuthGrant | None = None
+        self.provider: _Provider | None = None
 
     async def get_tokens(self) -> OAuthToken | None:
         return None
@@ -253,6 +254,8 @@ class _PendingStorage:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         if self.client is None:
             raise OAuthFlowError("tokens arrived before a client registration")
+        metadata = self.provider.context.oauth_metadata if self.provider else None
+        revocation = metadata.revocation_endpoint if metadata is not None else None
         self.grant = await _db(services.grant_connect)(
             server=self.server,
             user=self.user,
@@ -260,6 +263,7 @@ class _PendingStorage:
             client_info=self.client,
             tokens=tokens.model_dump(mode="json", exclude_none=True),
             expires_at=_expires_at(tokens),
+            revocation_endpoint=str(revocation or ""),
         )
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
@@ -356,6 +360,7 @@ async def _start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
     )
+    storage.provider = provider
     flow = _Flow(server=server, user=user, provider=provider, storage=storage)
     task = loop.create_task(flow.run(), name=f"oauth:{server.slug}", context=contextvars.Context())
     _flows.add(task)

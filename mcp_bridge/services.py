@@ -21,7 +21,8 @@ from bindings.events import AuditEventType, Decision
 from .connections import ServerSpec
 from .errors import InvalidResource
 from .models import AuthMode, McpServer, OAuthAuthorization, OAuthGrant, Tool, Transport, UiResource
-from .sealing import reseal, seal
+from .revocation import revoke_later
+from .sealing import reseal, seal, unseal
 from .server_config import ServerEntry
 from .uimeta import normalize_mime, parse_resource_ui, parse_tool_ui, ui_flavor
 
@@ -582,6 +583,7 @@ def grant_connect(
     client_info: dict[str, Any],
     tokens: dict[str, Any],
     expires_at: Any,
+    revocation_endpoint: str = "",
 ) -> OAuthGrant:
     """Store a completed sign-in (registration and tokens together, replacing an older
     grant of the same owner) and audit it."""
@@ -595,6 +597,7 @@ def grant_connect(
             sealed_tokens=seal(tokens),
             sealed_client=seal(client_info),
             scope=str(tokens.get("scope") or "")[:500],
+            revocation_endpoint=revocation_endpoint[:500],
             expires_at=expires_at,
         )
         record(
@@ -636,11 +639,16 @@ def grant_lapsed(*, grant_id: int, reason: str) -> None:
 
 
 def grant_disconnect(*, grant: OAuthGrant, actor: Any = None, reason: str = "disconnected") -> None:
-    """Delete a grant (its tokens go with it) and audit who did it and why."""
+    """Delete a grant (its tokens go with it) and audit who did it and why; once that is
+    committed, ask the provider to revoke the tokens (``mcp_bridge.revocation``)."""
     with transaction.atomic():
         owner = grant.user_id
         server_id = grant.server_id
-        OAuthGrant.objects.filter(pk=grant.pk).delete()
+        deleted, _ = OAuthGrant.objects.filter(pk=grant.pk).delete()
+        tokens, client = unseal(grant.sealed_tokens), unseal(grant.sealed_client)
+        if deleted and grant.revocation_endpoint and tokens and client:
+            endpoint, label = grant.revocation_endpoint, f"server {server_id}"
+            transaction.on_commit(lambda: revoke_later(endpoint, tokens, client, label))
         record(
             event_type=AuditEventType.OAUTH_DISCONNECTED,
             decision=Decision.ALLOWED,

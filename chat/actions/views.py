@@ -359,10 +359,9 @@ async def _resources(ctx, view: ToolCall, method: str, params: dict[str, Any]) -
     if not auth.allowed:
         raise _deny(auth)
     manager = gateway.manager()
-    from mcp_bridge.services import spec_for
-
-    spec = spec_for(view.server)
     try:
+        # An OAuth server reads with the grant of the member whose view asks.
+        spec = await gateway.server_spec(view.server, user_id=ctx.user.pk)
         if method == "resources/read":
             if not isinstance(uri, str):
                 raise ViewRequestError(

@@ -201,7 +201,17 @@ class NotesAuthority:
         return found
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
-        self.revoke_account(token.subject)
+        """RFC 7009: this client's tokens for this account go, access and refresh alike."""
+        for store in (self.access, self.refresh):
+            for value, found in list(store.items()):
+                if found.subject == token.subject and found.client_id == token.client_id:
+                    del store[value]
+
+    def live_tokens(self) -> dict[str, int]:
+        counts = dict.fromkeys(ACCOUNTS, 0)
+        for found in [*self.access.values(), *self.refresh.values()]:
+            counts[found.subject or ""] = counts.get(found.subject or "", 0) + 1
+        return counts
 
     def revoke_account(self, subject: str | None) -> int:
         gone = [t for t, v in self.access.items() if v.subject == subject]
@@ -303,7 +313,7 @@ def build_app(
 
     @mcp.custom_route("/_control/stats", methods=["GET"])
     async def control_stats(request: Request) -> Response:
-        return JSONResponse(authority.stats)
+        return JSONResponse({**authority.stats, "live": authority.live_tokens()})
 
     return mcp.streamable_http_app(host="127.0.0.1"), authority
 

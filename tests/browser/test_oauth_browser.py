@@ -204,3 +204,22 @@ def test_connect_card_and_pages_in_dark_theme(world: World, pages: Any, screensh
     popup.screenshot(path=str(screenshots / "oauth-continue-dark.png"))
     _consent(popup, "Allow as Bob")
     popup.screenshot(path=str(screenshots / "oauth-connected-dark.png"))
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_admin_grants_and_refusal_page(world: World, pages: Any, screenshots: Path, scheme: str):
+    page = pages("olivia", color_scheme=scheme)
+    page.goto(f"{world.atrium.app_origin}/admin/mcp_bridge/oauthgrant/")
+    expect(page.locator("#result_list")).to_be_visible()
+    expect(page.locator("#result_list")).not_to_contain_text(TOKEN_PREFIX)
+    page.screenshot(path=str(screenshots / f"oauth-admin-grants-{scheme}.png"))
+    page.goto(f"{world.atrium.app_origin}/admin/mcp_bridge/mcpserver/{world.server}/change/")
+    field = page.locator(".field-sign_in")
+    expect(field).to_contain_text("member(s) connected")
+    field.scroll_into_view_if_needed()
+    field.screenshot(path=str(screenshots / f"oauth-admin-sign-in-{scheme}.png"))
+    # A callback nobody started: refused, clearly.
+    page.goto(f"{world.atrium.app_origin}/oauth/callback/?code=x&state=forged")
+    expect(page.locator("[data-oauth-result]")).to_have_attribute("data-oauth-result", "failed")
+    expect(page.locator(".alert")).to_contain_text("unknown")
+    page.screenshot(path=str(screenshots / f"oauth-refused-{scheme}.png"))

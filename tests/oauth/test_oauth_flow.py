@@ -3,15 +3,17 @@ through Atrium's connect and callback views, the SDK's client flow and the gatew
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
 from bindings.events import AuditEventType
 from bindings.models import AuditEvent
-from mcp_bridge import gateway
+from mcp_bridge import gateway, services
 from mcp_bridge.errors import AuthorizationRequired
-from mcp_bridge.models import AuthMode, McpServer, OAuthAuthorization, OAuthGrant, Tool
+from mcp_bridge.models import AuthMode, McpServer, OAuthGrant, Tool
 from tests.conftest import make_user
 from tests.oauth.support import TOKEN_PREFIX, authorize_url, callback_path, notes_server
 
@@ -120,6 +122,69 @@ async def test_expired_access_token_is_refreshed_silently():
         await gateway.close_all()
 
 
-@database_sync_to_async
-def _pending_count() -> int:
-    return OAuthAuthorization.objects.count()
+async def test_disconnecting_revokes_the_tokens_at_the_provider():
+    async with notes_server() as notes:
+        server, amy, _ = await _setup(notes.url)
+        client = AsyncClient()
+        await client.aforce_login(amy)
+        await _connect(client, server, notes, "alice")
+        assert (await notes.control("stats"))["live"]["alice"] == 2  # access + refresh
+        (grant,) = await _grants()
+        await database_sync_to_async(services.grant_disconnect)(
+            grant=grant, actor=amy, reason="admin"
+        )
+        assert await _grants() == []
+        # The revocation runs in the background after the commit: poll (bounded) for it.
+        for _ in range(100):
+            if (await notes.control("stats"))["live"]["alice"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert (await notes.control("stats"))["live"]["alice"] == 0
+        (row,) = await _audit(AuditEventType.OAUTH_DISCONNECTED)
+        assert row.reason == "admin" and row.extra["grant_user_id"] == amy.pk
+
+
+async def test_the_first_call_before_anyone_connected_asks_to_connect(personas, ws_connect):
+    """No grant, so no catalogue yet: a /call says "connect", not "no such tool"."""
+    from tests.conftest import open_socket
+
+    async with notes_server() as notes:
+        server = await database_sync_to_async(McpServer.objects.create)(
+            name="Notes",
+            slug="notes",
+            transport="streamable_http",
+            url=notes.url,
+            auth_mode=AuthMode.OAUTH_MEMBER,
+        )
+        from bindings import services as binding_services
+
+        await database_sync_to_async(binding_services.create_binding)(
+            server=server, workspace=personas.workspace
+        )
+        socket = await open_socket(ws_connect, personas.member, personas.thread)
+        await socket.send_json_to(
+            {"type": "tool.call", "server": "notes", "tool": "my_notes", "arguments": {}, "rid": 7}
+        )
+        events = []
+        while True:  # every frame up to the action's reply (the call's events come first)
+            frame = await socket.receive_json_from(timeout=15)
+            if frame.get("type") == "reply" and frame.get("rid") == 7:
+                break
+            if frame.get("kind") == "toolcall":
+                events.append(frame["data"])
+        assert frame["ok"] and frame["result"]["error"]["code"] == "authorization_required"
+        call_id = frame["result"]["toolCallId"]
+
+        def connect_error(data) -> bool:
+            error = data.get("error") or {}
+            return data["id"] == call_id and error.get("code") == "authorization_required"
+
+        for _ in range(50):  # the thread's events (broadcast on commit) may follow the reply
+            if any(connect_error(e) for e in events):
+                break
+            frame = await socket.receive_json_from(timeout=15)
+            if frame.get("kind") == "toolcall":
+                events.append(frame["data"])
+        (last,) = [e for e in events if connect_error(e)]
+        assert last["error"]["details"]["slug"] == "notes"
+        await socket.disconnect()
