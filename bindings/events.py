@@ -73,6 +73,7 @@ class AuditEventType(IntEnum):
     CATALOGUE_REFRESHED = 210
     UI_RESOURCE_FETCHED = 220
     CSP_DOMAIN_DROPPED = 221
+    SANDBOX_PAGE_REFUSED = 230
     SERVERS_IMPORTED = 240
     SERVER_IMPORT_REFUSED = 241
 
@@ -144,6 +145,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.CATALOGUE_REFRESHED: "Tool catalogue refreshed",
     AuditEventType.UI_RESOURCE_FETCHED: "UI resource fetched",
     AuditEventType.CSP_DOMAIN_DROPPED: "CSP domain dropped",
+    AuditEventType.SANDBOX_PAGE_REFUSED: "Sandbox page refused on another server's origin",
     AuditEventType.SERVERS_IMPORTED: "MCP servers imported from a file",
     AuditEventType.SERVER_IMPORT_REFUSED: "MCP server entry refused by an import",
     AuditEventType.TOOL_CALL_MODEL: "Tool call by the model",

@@ -1,23 +1,31 @@
-"""The sandbox origin's only page: the proxy that hosts one view (DESIGN §7).
+"""The sandbox origins' only page: the proxy that hosts one view (DESIGN §7, docs/sandbox.md).
 
-No session or cookie is used here: the signed token alone names the view. The response
-carries the view's Content-Security-Policy as an HTTP header, so the app document the proxy
-writes into its inner frame inherits it.
+No session or cookie is used here: the signed token alone names the view, and the page is
+served only on the sandbox host of the view's own server. The response carries the view's
+Content-Security-Policy as an HTTP header, so the app document the proxy writes into its
+inner frame inherits it.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from .models import ToolCall
-from .view_bridge import SUPPORTED_FLAVORS, effective_csp, read_view_token
+from bindings.audit import record
+from bindings.events import AuditEventType, Decision
 
-# The inner frame never gets more than this (no allow-same-origin: the app document runs
-# in an opaque origin and cannot touch the proxy or the sandbox origin's storage).
-INNER_SANDBOX = "allow-scripts allow-forms allow-popups allow-popups-to-escape-sandbox allow-modals"
+from .models import ToolCall
+from .view_bridge import SUPPORTED_FLAVORS, effective_csp, read_view_token, sandbox_key_for
+
+# The spec's frame (security/sandbox-permissions): the app document runs on its server's
+# sandbox origin, so it has storage of its own, isolated from the app and other servers.
+# allow-forms is kept for apps with plain <form>s. The host asks for these tokens and the
+# proxy never grants more (no popups, no modals, no top navigation).
+INNER_SANDBOX = "allow-scripts allow-same-origin allow-forms"
+THEMES = ("light", "dark")
 
 
 @require_GET
@@ -26,14 +34,32 @@ def sandbox_proxy(request: HttpRequest, token: str) -> HttpResponse:
     if claims is None:
         raise Http404("Unknown or expired view.")
     call = (
-        ToolCall.objects.select_related("ui_resource", "binding", "server")
+        ToolCall.objects.select_related("ui_resource", "binding", "server", "thread")
         .filter(pk=claims.call_id, thread_id=claims.thread_id, server_id=claims.server_id)
         .first()
     )
     resource = call.ui_resource if call else None
     if resource is None or resource.flavor not in SUPPORTED_FLAVORS:
         raise Http404("Unknown or expired view.")
+    if sandbox_key_for(call.server.slug) != getattr(request, "sandbox_server_key", None):
+        # A valid token on another server's origin: that server's views could reach this
+        # one's storage. Refused and audited.
+        with transaction.atomic():
+            record(
+                event_type=AuditEventType.SANDBOX_PAGE_REFUSED,
+                decision=Decision.DENIED,
+                actor_user_id=claims.user_id,
+                workspace_id=call.thread.workspace_id,
+                thread_id=call.thread_id,
+                binding_id=call.binding_id,
+                server_id=call.server_id,
+                action="sandbox_proxy",
+                reason="wrong_server_origin",
+                extra={"view": call.pk, "host": request.get_host()[:200]},
+            )
+        raise Http404("This view belongs to another server's sandbox.")
     csp = effective_csp(resource, call.binding)
+    theme = request.GET.get("theme")
     response = render(
         request,
         "sandbox/proxy.html",
@@ -43,6 +69,8 @@ def sandbox_proxy(request: HttpRequest, token: str) -> HttpResponse:
             "external_url": resource.text.strip() if resource.flavor == "url" else "",
             "inner_sandbox": INNER_SANDBOX,
             "app_sdk": resource.flavor == "skybridge",
+            # The document's color-scheme follows the host's theme (docs/sandbox.md).
+            "color_scheme": theme if theme in THEMES else "light dark",
         },
     )
     # Replaces the host pages' policy (django-csp reads this per-response override).

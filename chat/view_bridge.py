@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from django.core import signing
 
 from bindings.audit import select_rows
 from bindings.models import AppBinding
+from config.hosts import SERVER_KEY_RE
 from mcp_bridge.csp import build_csp, permissions_allow_attribute
 from mcp_bridge.models import McpServer, UiResource
 
@@ -88,17 +90,19 @@ def view_for_claims(claims: ViewToken, thread_id: int) -> ToolCall | None:
     return view
 
 
+def sandbox_key_for(server_slug: str) -> str:
+    """A server's sandbox host label: its slug when that is already one lower-case DNS
+    label, else a digest of it (slugs may hold "_" or capitals, and "Foo" and "foo" are
+    two servers: lower-casing could merge two servers' origins)."""
+    if SERVER_KEY_RE.match(server_slug) and not server_slug.startswith("xn--"):
+        return server_slug
+    return "s-" + hashlib.sha256(server_slug.encode()).hexdigest()[:20]
+
+
 def sandbox_origin_for(server_slug: str) -> str:
-    """The sandbox origin of a server's views (per-server subdomains when configured)."""
-    origin = settings.ATRIUM_SANDBOX_ORIGIN
-    if "*." in origin:
-        return origin.replace("*.", f"{server_slug}.", 1)
-    suffix = settings.SANDBOX_SUBDOMAIN_SUFFIX
-    if suffix:
-        scheme, rest = origin.split("://", 1)
-        port = rest.split(":", 1)[1] if ":" in rest else ""
-        return f"{scheme}://{server_slug}.{suffix}" + (f":{port}" if port else "")
-    return origin
+    """The sandbox origin of a server's views: ``ATRIUM_SANDBOX_ORIGIN`` with its ``*.``
+    replaced by the server's key, a different site from the app and from other servers."""
+    return settings.ATRIUM_SANDBOX_ORIGIN.replace("*.", f"{sandbox_key_for(server_slug)}.", 1)
 
 
 def _declared_csp(resource: UiResource) -> dict[str, list[str]] | None:
@@ -126,7 +130,12 @@ def effective_csp(resource: UiResource, binding: AppBinding | None):
         if parts.scheme in ("http", "https") and parts.netloc:
             origin = f"{parts.scheme}://{parts.netloc}"
             declared["frameDomains"] = [*declared.get("frameDomains", []), origin]
-    return build_csp(declared or None, allowed=_allowed_domains(binding))
+    return build_csp(
+        declared or None,
+        allowed=_allowed_domains(binding),
+        # No view may reach the app or any server's sandbox unless the admin names it.
+        reserved_hosts=(settings.APP_HOST, settings.SANDBOX_DOMAIN),
+    )
 
 
 def view_permissions(resource: UiResource, binding: AppBinding | None) -> tuple[str, list[str]]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Tags, register
+from django.core.checks import Error, Tags, Warning, register
+
+from mcp_bridge import public_suffix
 
 
 @register(Tags.security, deploy=True)
-def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error]:
-    errors: list[Error] = []
+def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error | Warning]:
+    errors: list[Error | Warning] = []
     if settings.DEBUG:
         errors.append(Error("DEBUG is on.", hint="Unset DEBUG in production.", id="atrium.E001"))
     if not settings.SECRET_KEY_FROM_ENV or len(settings.SECRET_KEY) < 40:
@@ -51,14 +53,7 @@ def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error]:
         )
     app = urlsplit(settings.ATRIUM_APP_ORIGIN)
     sandbox = urlsplit(settings.ATRIUM_SANDBOX_ORIGIN.replace("*.", "x.", 1))
-    if (app.hostname or "") == (sandbox.hostname or "") or not sandbox.hostname:
-        errors.append(
-            Error(
-                "The sandbox origin must be a different host from the app origin.",
-                hint="Set ATRIUM_SANDBOX_ORIGIN to a separate (ideally separate-site) host.",
-                id="atrium.E006",
-            )
-        )
+    errors.extend(_sandbox_site_checks(app.hostname or "", settings.SANDBOX_DOMAIN))
     if app.scheme != "https" or sandbox.scheme != "https":
         errors.append(
             Error(
@@ -69,3 +64,38 @@ def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error]:
     if "*" in settings.ALLOWED_HOSTS:
         errors.append(Error("ALLOWED_HOSTS contains '*'.", id="atrium.E008"))
     return errors
+
+
+def _sandbox_site_checks(app_host: str, sandbox_domain: str) -> list[Error | Warning]:
+    """Every server's sandbox host must be another *site* than the app (docs/sandbox.md)."""
+    suffixes = public_suffix.load()
+    if suffixes is None:
+        return [
+            Error(
+                f"No Public Suffix List at {public_suffix.list_path()}.",
+                hint="Install the 'publicsuffix' package or set ATRIUM_PUBLIC_SUFFIX_LIST.",
+                id="atrium.E009",
+            )
+        ]
+    sandbox_site = suffixes.site_of(f"x.{sandbox_domain}")
+    if not sandbox_domain or not app_host or suffixes.site_of(app_host) == sandbox_site:
+        return [
+            Error(
+                "The sandbox hosts must be a different site from the app "
+                f"(app {app_host!r}, sandbox *.{sandbox_domain!r}).",
+                hint="Set ATRIUM_SANDBOX_ORIGIN to https://*.<a domain of its own>, e.g. "
+                "https://*.example-usercontent.net.",
+                id="atrium.E006",
+            )
+        ]
+    if not suffixes.is_public_suffix(sandbox_domain):
+        return [
+            Warning(
+                f"{sandbox_domain!r} is not a public suffix: every server's sandbox is its "
+                "own origin, but they share one site.",
+                hint="List the sandbox domain in the Public Suffix List's private section "
+                "to make each server a site of its own (docs/sandbox.md).",
+                id="atrium.W010",
+            )
+        ]
+    return []

@@ -7,7 +7,15 @@ is exactly ``scheme://host[:port]`` (optionally ``*.``-wildcarded) with scheme h
 ws or wss. Paths are rejected rather than kept: CSP path matching is ignored after
 redirects anyway, and a host is what an admin reviews.
 
-This module imports nothing from the project so every other module may use it.
+Inside the sandbox the policy limits where a view can talk, not which JavaScript features
+it may use: 'unsafe-inline' is allowed anyway, so eval, blob: workers and blob:/data: media
+(what real apps need: three.js, PDF.js, video players) open no network path and are
+allowed. Network sources never name the app, a sandbox origin, loopback / private /
+link-local / unique-local addresses or a wildcard over a public suffix, unless the admin's
+allowed list names that exact source (docs/sandbox.md).
+
+This module imports nothing from the project but the pure ``public_suffix``, so every
+other module may use it.
 """
 
 from __future__ import annotations
@@ -17,6 +25,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from . import public_suffix
+from .public_suffix import PublicSuffixList
 
 CSP_CATEGORIES: tuple[str, ...] = (
     "connectDomains",
@@ -231,6 +242,45 @@ def validate_domain(value: Any) -> tuple[str | None, str | None]:
     return source.render(), None
 
 
+def _under(host: str, parent: str) -> bool:
+    return host == parent or host.endswith("." + parent)
+
+
+def _restricted_reason(
+    source: _Source, reserved_hosts: Iterable[str], suffixes: PublicSuffixList | None
+) -> tuple[str, str] | None:
+    """Why a valid source may not reach a view's network directives, as ``(code, reason)``;
+    None when it may (the admin list can still name it exactly)."""
+    host = source.host
+    if host.startswith("["):
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.IPv6Address(host[1:-1])
+        mapped = address.ipv4_mapped
+        address = mapped or address
+    elif _is_canonical_ipv4(host):
+        address = ipaddress.IPv4Address(host)
+    else:
+        address = None
+    if address is not None:
+        if not address.is_global:
+            return "private_address", "a loopback, private, link-local or unique-local address"
+        return None
+    if host == "localhost" or host.endswith(".localhost") or "." not in host:
+        return "private_address", "a loopback or local-network name"
+    for reserved in reserved_hosts:
+        reserved = reserved.lower().rstrip(".")
+        if reserved and (_under(host, reserved) or (source.wildcard and _under(reserved, host))):
+            return "reserved", "the app's own or a sandbox origin"
+    if source.wildcard:
+        if suffixes is None:
+            return "public_suffix", "no Public Suffix List to check the wildcard against"
+        if suffixes.is_public_suffix(host):
+            return "public_suffix", "a wildcard over a public suffix"
+    return None
+
+
+_SYSTEM_LIST: Any = object()
+
+
 def _covers(allowed: _Source, declared: _Source) -> bool:
     """Does an allowed source include everything a declared source would permit?"""
     if allowed.scheme != declared.scheme or allowed.port != declared.port:
@@ -254,7 +304,9 @@ class CspResult:
     ``effective`` — validated declared ∩ allowed sources per category.
     ``dropped`` — every rejected input as ``{"category", "value", "reason", "code"}`` where
     ``code`` is ``"invalid"`` (bad syntax / hostile), ``"not_allowed"`` (valid but outside
-    the binding's allowed domains) or ``"too_many"``.
+    the binding's allowed domains), ``"too_many"``, or — for valid sources no view may reach
+    unless the admin names them exactly — ``"private_address"``, ``"reserved"`` (the app or
+    a sandbox origin) and ``"public_suffix"`` (``*.co.uk``).
     """
 
     directives: dict[str, list[str]]
@@ -301,15 +353,27 @@ def _allowed_sources(allowed: Any) -> dict[str, list[_Source]] | None:
     return parsed
 
 
-def build_csp(declared: Any, *, allowed: Any = None) -> CspResult:
+def build_csp(
+    declared: Any,
+    *,
+    allowed: Any = None,
+    reserved_hosts: Iterable[str] = (),
+    suffixes: PublicSuffixList | None = _SYSTEM_LIST,
+) -> CspResult:
     """Build the sandbox policy from ``_meta.ui.csp`` (``declared``) and the binding's
     allowed domains (``allowed``: same shape, or a flat list for every category; ``None``
     means no admin restriction).
 
     A declared concrete host is kept when an allowed source equals it or an allowed
     wildcard covers it; a declared wildcard is kept only under the same or a wider allowed
-    wildcard. Nothing else from the input can reach the header.
+    wildcard. Nothing else from the input can reach the header. Sources on loopback,
+    private networks, ``reserved_hosts`` (the app host and the sandbox domain, with every
+    name under them) or wildcards over a public suffix (``suffixes``: the system's list by
+    default) are kept only when ``allowed`` names that exact source.
     """
+    if suffixes is _SYSTEM_LIST:
+        suffixes = public_suffix.load()
+    reserved_hosts = tuple(reserved_hosts)
     dropped: list[dict[str, str]] = []
     if declared is not None and not isinstance(declared, Mapping):
         dropped.append(
@@ -364,6 +428,19 @@ def build_csp(declared: Any, *, allowed: Any = None) -> CspResult:
                     }
                 )
                 continue
+            restricted = _restricted_reason(source, reserved_hosts, suffixes)
+            if restricted and not (
+                allowed_sources is not None and source in allowed_sources[category]
+            ):
+                dropped.append(
+                    {
+                        "category": category,
+                        "value": _escape(value),
+                        "reason": f"refused: {restricted[1]}",
+                        "code": restricted[0],
+                    }
+                )
+                continue
             if allowed_sources is not None and not any(
                 _covers(candidate, source) for candidate in allowed_sources[category]
             ):
@@ -382,13 +459,16 @@ def build_csp(declared: Any, *, allowed: Any = None) -> CspResult:
         effective[category] = kept
 
     resource = effective["resourceDomains"]
+    # The spec's defaults, plus what opens no network path (module docstring): eval, and
+    # blob:/data: for scripts, workers, images and media.
     directives: dict[str, list[str]] = {
         "default-src": ["'none'"],
-        "script-src": ["'self'", "'unsafe-inline'", *resource],
+        "script-src": ["'self'", "'unsafe-inline'", "'unsafe-eval'", "blob:", "data:", *resource],
+        "worker-src": ["'self'", "blob:"],
         "style-src": ["'self'", "'unsafe-inline'", *resource],
-        "img-src": ["'self'", "data:", *resource],
+        "img-src": ["'self'", "data:", "blob:", *resource],
         "font-src": ["'self'", *resource],
-        "media-src": ["'self'", "data:", *resource],
+        "media-src": ["'self'", "data:", "blob:", *resource],
         "connect-src": list(effective["connectDomains"]) or ["'none'"],
         "frame-src": list(effective["frameDomains"]) or ["'none'"],
         "object-src": ["'none'"],

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BIN=.venv/bin
 PORT=${PORT:-8000}
 export ATRIUM_APP_ORIGIN=${ATRIUM_APP_ORIGIN:-http://localhost:$PORT}
-export ATRIUM_SANDBOX_ORIGIN=${ATRIUM_SANDBOX_ORIGIN:-http://127.0.0.1:$PORT}
+export ATRIUM_SANDBOX_ORIGIN=${ATRIUM_SANDBOX_ORIGIN:-http://*.localhost:$PORT}
 VAR=${ATRIUM_VAR_DIR:-var}
 mkdir -p "$VAR/log"
 

@@ -92,7 +92,11 @@ class LiveAtrium:
 
     @property
     def sandbox_origin(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """One origin per MCP server: "<server-key>.localhost" (docs/sandbox.md)."""
+        return f"http://*.localhost:{self.port}"
+
+    def sandbox_origin_of(self, server_key: str) -> str:
+        return self.sandbox_origin.replace("*.", f"{server_key}.", 1)
 
     def setup(self) -> LiveAtrium:
         self.var_dir.mkdir(parents=True, exist_ok=True)

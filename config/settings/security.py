@@ -4,6 +4,7 @@ import secrets
 from urllib.parse import urlsplit
 
 from csp.constants import NONCE, NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
 from .env import VAR_DIR, env_bool, env_list, env_str
 
@@ -22,8 +23,6 @@ else:
         _key_file.write_text(SECRET_KEY)
 
 ATRIUM_APP_ORIGIN = env_str("ATRIUM_APP_ORIGIN", "http://localhost:8000").rstrip("/")
-# May contain a leading "*." label: each server then gets its own sandbox origin.
-ATRIUM_SANDBOX_ORIGIN = env_str("ATRIUM_SANDBOX_ORIGIN", "http://127.0.0.1:8000").rstrip("/")
 
 
 def _host_of(origin: str) -> str:
@@ -33,13 +32,28 @@ def _host_of(origin: str) -> str:
 
 
 APP_HOST = _host_of(ATRIUM_APP_ORIGIN)
-SANDBOX_HOST = _host_of(ATRIUM_SANDBOX_ORIGIN)
-# Optional per-server sandbox subdomains in development (Chromium resolves *.localhost).
-SANDBOX_SUBDOMAIN_SUFFIX = env_str("ATRIUM_SANDBOX_SUBDOMAIN_SUFFIX", "")
 
-_default_hosts = [APP_HOST, SANDBOX_HOST.replace("*.", ".")]
-if SANDBOX_SUBDOMAIN_SUFFIX:
-    _default_hosts.append("." + SANDBOX_SUBDOMAIN_SUFFIX.lstrip("."))
+# One sandbox origin per MCP server: "<scheme>://*.<domain>[:port]", a server's views run on
+# "<server-key>.<domain>" (docs/sandbox.md). ATRIUM_SANDBOX_DOMAIN alone is enough: the
+# scheme and port are then the app's. Embedded default "*.localhost": Chromium resolves it
+# to loopback without DNS and treats every "<key>.localhost" as a site of its own.
+_app = urlsplit(ATRIUM_APP_ORIGIN)
+ATRIUM_SANDBOX_DOMAIN = env_str("ATRIUM_SANDBOX_DOMAIN", "localhost").strip(".").lower()
+ATRIUM_SANDBOX_ORIGIN = env_str(
+    "ATRIUM_SANDBOX_ORIGIN",
+    f"{_app.scheme}://*.{ATRIUM_SANDBOX_DOMAIN}" + (f":{_app.port}" if _app.port else ""),
+).rstrip("/")
+if not urlsplit(ATRIUM_SANDBOX_ORIGIN).netloc.startswith("*."):
+    raise ImproperlyConfigured(
+        "ATRIUM_SANDBOX_ORIGIN must name one origin per server with a leading '*.' label, "
+        f"e.g. https://*.sandbox.example-usercontent.net (got {ATRIUM_SANDBOX_ORIGIN!r})."
+    )
+SANDBOX_HOST = _host_of(ATRIUM_SANDBOX_ORIGIN)
+# The parent name of every server's sandbox host ("localhost", "sandbox.example.net").
+SANDBOX_DOMAIN = SANDBOX_HOST.removeprefix("*.").rstrip(".").lower()
+ATRIUM_SANDBOX_DOMAIN = SANDBOX_DOMAIN
+
+_default_hosts = [APP_HOST, "." + SANDBOX_DOMAIN]
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", _default_hosts)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [ATRIUM_APP_ORIGIN])
 
@@ -61,12 +75,6 @@ def _ws_origin(origin: str) -> str:
 
 
 _sandbox_frames = [ATRIUM_SANDBOX_ORIGIN]
-if SANDBOX_SUBDOMAIN_SUFFIX:
-    _scheme = urlsplit(ATRIUM_SANDBOX_ORIGIN).scheme
-    _port = urlsplit(ATRIUM_SANDBOX_ORIGIN).port
-    _sandbox_frames.append(
-        f"{_scheme}://*.{SANDBOX_SUBDOMAIN_SUFFIX}" + (f":{_port}" if _port else "")
-    )
 
 # The host's own pages: strict, nonce-based. Views live only in sandbox-origin frames.
 CONTENT_SECURITY_POLICY = {

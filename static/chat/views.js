@@ -8,9 +8,11 @@
  * Design (DESIGN §7-§8, docs/view-bridge.md, reference/mcp-apps-host.md):
  * - Lazy: a view opens only when its row comes within ~600 px of the visible timeline.
  * - `view.open` over the thread socket returns a capability token and the sandbox proxy
- *   URL (another origin). The outer frame is `allow-scripts allow-same-origin allow-forms`
- *   on that origin; the proxy puts the app into an inner, opaque-origin frame. No popups
- *   and no modal dialogs: links go through `ui/open-link`, which the server checks.
+ *   URL on the view's server's own sandbox origin (docs/sandbox.md). The outer frame is
+ *   `allow-scripts allow-same-origin allow-forms` on that origin; the proxy puts the app
+ *   into the spec's inner frame (`allow-scripts allow-same-origin`, + forms) on the same
+ *   origin. No popups and no modal dialogs: links go through `ui/open-link`, which the
+ *   server checks. The host trusts neither proxy nor view: the server decides.
  * - One window `message` listener, attached at load (before any frame exists). A message
  *   is accepted only when `event.source` is one of our frames' windows AND its origin is
  *   that frame's sandbox origin. `event.source === window` is never trusted.
@@ -31,7 +33,7 @@
   var PROTOCOL_VERSION = "2026-01-26";
   var KNOWN_PROTOCOLS = ["2026-01-26", "2025-11-21"];
   var OUTER_SANDBOX = "allow-scripts allow-same-origin allow-forms";
-  var INNER_SANDBOX = "allow-scripts allow-forms";
+  var INNER_SANDBOX = "allow-scripts allow-same-origin allow-forms";
   var MODES = ["inline", "fullscreen", "pip"];
   var MIN_HEIGHT = 60;
   var MAX_HEIGHT = 4000;
@@ -595,7 +597,8 @@
     this.watchSize();
     // The message listener is global and already attached; the frame is known to it from
     // here on, before its src is set (pitfall 3).
-    frame.src = reply.sandboxUrl;
+    // The proxy document starts in the host's theme (its color-scheme; docs/sandbox.md).
+    frame.src = reply.sandboxUrl + (reply.sandboxUrl.indexOf("?") < 0 ? "?" : "&") + "theme=" + currentTheme();
     var self = this;
     this.readyTimer = setTimeout(function () {
       if (!self.resourceSent && self.phase === "loading") self.fail({ code: "sandbox_timeout", message: "The view's sandbox did not load." });
@@ -839,6 +842,7 @@
           appSdk: self.appSdk,
           flavor: self.flavor,
           title: self.appName() + " view",
+          theme: ctx.theme,
         };
         if (self.appSdk) {
           var result = self.pendingResult;

@@ -39,7 +39,8 @@ async def _denials(reason: str) -> int:
 
 async def test_view_open_describes_a_sandboxed_view(personas, board_server, ws_connect):
     owner, call, view = await _board_view(ws_connect, personas)
-    assert view["sandboxUrl"].startswith("http://127.0.0.1:8000/sandbox/")
+    assert view["sandboxUrl"].startswith("http://board.localhost:8000/sandbox/")
+    assert view["sandboxOrigin"] == "http://board.localhost:8000"
     assert view["documentUrl"].startswith("/views/doc/")
     assert view["flavor"] == "mcp-app"
     assert "default-src 'none'" in view["csp"]
@@ -309,23 +310,51 @@ async def test_rejected_approval_returns_an_error_to_the_view(personas, board_se
 
 async def test_sandbox_page_is_served_only_on_the_sandbox_host(personas, board_server, ws_connect):
     owner, _, view = await _board_view(ws_connect, personas)
-    path = view["sandboxUrl"].removeprefix("http://127.0.0.1:8000")
+    path = view["sandboxUrl"].removeprefix("http://board.localhost:8000")
 
     def fetch():
-        sandbox = Client(HTTP_HOST="127.0.0.1:8000").get(path)
+        sandbox = Client(HTTP_HOST="board.localhost:8000").get(path)
+        # Host normalization: case and a trailing dot name the same server's host.
+        odd = Client(HTTP_HOST="BOARD.LocalHost.:8000").get(path)
         app = Client().get(path)
-        expired = Client(HTTP_HOST="127.0.0.1:8000").get("/sandbox/not-a-token/")
-        return sandbox, app, expired
+        expired = Client(HTTP_HOST="board.localhost:8000").get("/sandbox/not-a-token/")
+        return sandbox, odd, app, expired
 
-    sandbox, app, expired = await database_sync_to_async(fetch)()
-    assert sandbox.status_code == 200
-    assert not sandbox.cookies and "Set-Cookie" not in sandbox.headers
+    sandbox, odd, app, expired = await database_sync_to_async(fetch)()
+    assert sandbox.status_code == 200 and odd.status_code == 200
+    for response in (sandbox, odd, expired):
+        assert not response.cookies and "Set-Cookie" not in response.headers
     policy = sandbox.headers["Content-Security-Policy"]
     directives = {p.split()[0]: p.split()[1:] for p in policy.split(";") if p.strip()}
     assert directives["default-src"] == ["'none'"]
     assert directives["connect-src"] == ["'none'"]
     assert "http://localhost:8000" in directives["frame-ancestors"]
     assert app.status_code == 404 and expired.status_code == 404
+    await owner.disconnect()
+
+
+async def test_a_view_is_refused_on_another_servers_sandbox_host(
+    personas, board_server, ws_connect
+):
+    from bindings.models import AuditEvent
+
+    owner, call, view = await _board_view(ws_connect, personas)
+    path = view["sandboxUrl"].removeprefix("http://board.localhost:8000")
+
+    def fetch():
+        return [
+            Client(HTTP_HOST=host).get(path)
+            for host in ("other.localhost:8000", "x.board.localhost:8000", "localhost.:8000")
+        ]
+
+    foreign, nested, app = await database_sync_to_async(fetch)()
+    assert foreign.status_code == 404 and nested.status_code == 404 and app.status_code == 404
+    refused = await database_sync_to_async(
+        lambda: list(AuditEvent.objects.filter(event_type=230).values("reason", "extra"))
+    )()
+    assert len(refused) == 1  # the nested name never reaches the view
+    assert refused[0]["reason"] == "wrong_server_origin"
+    assert refused[0]["extra"]["view"] == call["id"]
     await owner.disconnect()
 
 

@@ -11,18 +11,73 @@ import pytest
 from django.test import Client
 
 ROOT = Path(__file__).resolve().parents[2]
-SANDBOX_HOST = "127.0.0.1:8000"
+SANDBOX_HOST = "board.localhost:8000"
 
 
 @pytest.mark.django_db
-def test_sandbox_host_serves_no_app_pages(personas):
-    client = Client(HTTP_HOST=SANDBOX_HOST)
+@pytest.mark.parametrize("host", [SANDBOX_HOST, "BOARD.LocalHost.:8000", "board.localhost."])
+def test_sandbox_host_serves_no_app_pages(personas, host):
+    client = Client(HTTP_HOST=host)
     client.force_login(personas.owner)
-    for path in ("/", "/login/", "/admin/", f"/w/{personas.workspace.slug}/"):
+    paths = ("/", "/login/", "/admin/", f"/w/{personas.workspace.slug}/", "/static/chat/views.js")
+    for path in paths:
         response = client.get(path)
         assert response.status_code == 404, path
         assert "Set-Cookie" not in response.headers
         assert not response.cookies
+
+
+@pytest.mark.django_db
+def test_unknown_hosts_are_refused(personas):
+    for host in ("evil.example", "127.0.0.1:8000", "localhost.evil.example"):
+        assert Client(HTTP_HOST=host).get("/login/").status_code == 400, host
+
+
+@pytest.mark.parametrize(
+    "host, key",
+    [
+        ("github.sandbox.example.net", "github"),
+        ("GitHub.Sandbox.Example.NET.:443", "github"),
+        ("a-1.sandbox.example.net:8443", "a-1"),
+        ("sandbox.example.net", None),  # the wildcard's bare parent
+        ("sandbox.example.net.", None),
+        ("a.b.sandbox.example.net", None),  # deeper than one label
+        ("-a.sandbox.example.net", None),
+        ("chat.example.com", None),
+        ("xsandbox.example.net", None),
+    ],
+)
+def test_sandbox_hosts_are_normalized_before_routing(settings, host, key):
+    from config.hosts import is_sandbox_host, sandbox_server_key
+
+    settings.APP_HOST = "chat.example.com"
+    settings.SANDBOX_DOMAIN = "sandbox.example.net"
+    assert sandbox_server_key(host) == key
+    under = host.lower().split(":")[0].rstrip(".").endswith("sandbox.example.net")
+    assert is_sandbox_host(host) == (under and not host.lower().startswith("xsandbox"))
+
+
+def test_every_server_gets_its_own_sandbox_origin():
+    from chat.view_bridge import sandbox_key_for, sandbox_origin_for
+
+    assert sandbox_origin_for("board") == "http://board.localhost:8000"
+    keys = {sandbox_key_for(slug) for slug in ("board", "Board", "my_server", "my-server")}
+    assert len(keys) == 4
+    assert all(k == k.lower() and "_" not in k for k in keys)
+
+
+def test_public_suffix_list_tells_sites_apart():
+    from mcp_bridge import public_suffix
+
+    suffixes = public_suffix.load()
+    assert suffixes is not None
+    assert suffixes.public_suffix("a.b.co.uk") == "co.uk"
+    assert suffixes.site_of("chat.example.co.uk") == "example.co.uk"
+    assert suffixes.is_public_suffix("github.io") and not suffixes.is_public_suffix("example.com")
+    # "localhost" is on no list: the implicit "*" rule makes it a suffix, so every
+    # "<key>.localhost" is a site of its own (and "<key>.sandbox.localhost" would not be).
+    assert suffixes.site_of("board.localhost") == "board.localhost"
+    assert suffixes.site_of("a.sandbox.localhost") == suffixes.site_of("b.sandbox.localhost")
 
 
 @pytest.mark.django_db
@@ -153,7 +208,7 @@ SAFE_PRODUCTION = {
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     "CELERY_BROKER_URL": "redis://127.0.0.1:6379/1",
     "ATRIUM_APP_ORIGIN": "https://chat.example.com",
-    "ATRIUM_SANDBOX_ORIGIN": "https://sandbox.example-usercontent.net",
+    "ATRIUM_SANDBOX_ORIGIN": "https://*.example-usercontent.net",
     "SECURE_SSL_REDIRECT": "1",
 }
 
@@ -171,7 +226,8 @@ def test_deploy_check_passes_a_safe_production_env(tmp_path):
         ({"REDIS_URL": ""}, "atrium.E003"),
         ({"CELERY_BROKER_URL": ""}, "atrium.E004"),
         ({"DATABASE_URL": ""}, "atrium.E005"),
-        ({"ATRIUM_SANDBOX_ORIGIN": "https://chat.example.com"}, "atrium.E006"),
+        ({"ATRIUM_SANDBOX_ORIGIN": "https://*.sandbox.example.com"}, "atrium.E006"),
+        ({"ATRIUM_PUBLIC_SUFFIX_LIST": "/nonexistent/list.dat"}, "atrium.E009"),
         ({"ATRIUM_APP_ORIGIN": "http://chat.example.com"}, "atrium.E007"),
         ({"ALLOWED_HOSTS": "*"}, "atrium.E008"),
     ],
@@ -183,3 +239,28 @@ def test_deploy_check_fails_loudly_on_unsafe_production_env(tmp_path, change, er
     result = _check_deploy(env)
     assert result.returncode != 0
     assert error_id in result.stdout + result.stderr
+
+
+def test_a_views_policy_never_names_the_app_or_a_sandbox(settings):
+    """effective_csp passes the configured app host and sandbox domain to the CSP builder."""
+    from types import SimpleNamespace
+
+    from chat.view_bridge import effective_csp
+
+    settings.APP_HOST = "chat.example.com"
+    settings.SANDBOX_DOMAIN = "sandbox.example.net"
+    declared = [
+        "https://chat.example.com",
+        "wss://chat.example.com",
+        "https://board.sandbox.example.net",
+        "http://localhost:8000",
+        "http://127.0.0.1:8000",
+        "http://10.1.2.3",
+        "http://169.254.169.254",
+        "https://api.example.org",
+    ]
+    resource = SimpleNamespace(meta={"csp": {"connectDomains": declared}}, flavor="mcp-app")
+    unrestricted = SimpleNamespace(allowed_domains=None)  # no admin list: declared is kept
+    csp = effective_csp(resource, unrestricted)
+    assert csp.directives["connect-src"] == ["https://api.example.org"]
+    assert len(csp.dropped) == len(declared) - 1

@@ -33,8 +33,9 @@ async def test_foreign_origin_is_refused(personas, ws_connect):
     assert not connected
 
 
-async def test_sandbox_host_refuses_websockets(personas, ws_connect):
-    _, connected, _ = await ws_connect(personas.owner, personas.thread.pk, host="127.0.0.1:8000")
+@pytest.mark.parametrize("host", ["board.localhost:8000", "Board.LOCALHOST.:8000"])
+async def test_sandbox_host_refuses_websockets(personas, ws_connect, host):
+    _, connected, _ = await ws_connect(personas.owner, personas.thread.pk, host=host)
     assert not connected
 
 

@@ -14,11 +14,15 @@ from mcp_bridge.csp import (
     validate_domain,
 )
 
+# The spec's default policy, plus (inside the sandbox only) eval, blob: workers and
+# blob:/data: scripts, images and media: none of these opens a network path.
 DEFAULT_HEADER = (
-    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
-    "img-src 'self' data:; font-src 'self'; media-src 'self' data:; connect-src 'none'; "
-    "frame-src 'none'; object-src 'none'; base-uri 'self'"
+    "default-src 'none'; script-src 'self' 'unsafe-inline' 'unsafe-eval' blob: data:; "
+    "worker-src 'self' blob:; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; font-src 'self'; media-src 'self' data: blob:; "
+    "connect-src 'none'; frame-src 'none'; object-src 'none'; base-uri 'self'"
 )
+SCRIPT_EXTRAS = ["'unsafe-eval'", "blob:", "data:"]
 
 
 def parse_header(header: str) -> dict[str, list[str]]:
@@ -185,11 +189,12 @@ def test_declared_domains_widen_the_right_directives() -> None:
     )
     assert result.directives == {
         "default-src": ["'none'"],
-        "script-src": ["'self'", "'unsafe-inline'", "https://cdn.example.com"],
+        "script-src": ["'self'", "'unsafe-inline'", *SCRIPT_EXTRAS, "https://cdn.example.com"],
+        "worker-src": ["'self'", "blob:"],
         "style-src": ["'self'", "'unsafe-inline'", "https://cdn.example.com"],
-        "img-src": ["'self'", "data:", "https://cdn.example.com"],
+        "img-src": ["'self'", "data:", "blob:", "https://cdn.example.com"],
         "font-src": ["'self'", "https://cdn.example.com"],
-        "media-src": ["'self'", "data:", "https://cdn.example.com"],
+        "media-src": ["'self'", "data:", "blob:", "https://cdn.example.com"],
         "connect-src": ["https://api.example.com", "wss://live.example.com"],
         "frame-src": ["https://www.youtube.com"],
         "object-src": ["'none'"],
@@ -304,7 +309,7 @@ def test_allowed_dict_missing_a_category_allows_nothing_there() -> None:
     )
     assert result.effective["connectDomains"] == ["https://a.example.com"]
     assert result.effective["resourceDomains"] == []
-    assert result.directives["script-src"] == ["'self'", "'unsafe-inline'"]
+    assert result.directives["script-src"] == ["'self'", "'unsafe-inline'", *SCRIPT_EXTRAS]
 
 
 @pytest.mark.parametrize("allowed", ["https://a.example.com", 5, object()])
@@ -435,3 +440,88 @@ def test_hostile_permission_declarations() -> None:
     ) == ("", [])
     assert permissions_allow_attribute("camera", {"camera"}) == ("", [])
     assert permissions_allow_attribute({"camera": {}}, 5) == ("", [])  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- network limits
+
+
+@pytest.mark.parametrize(
+    "declared, code",
+    [
+        ("http://localhost:8000", "private_address"),
+        ("http://localhost:5173", "private_address"),
+        ("http://board.localhost:8000", "private_address"),
+        ("http://*.dev.localhost", "private_address"),
+        ("http://127.0.0.1:8000", "private_address"),
+        ("http://127.0.0.1", "private_address"),
+        ("https://10.0.0.5", "private_address"),
+        ("https://172.16.3.4:8443", "private_address"),
+        ("https://192.168.1.1", "private_address"),
+        ("http://169.254.169.254", "private_address"),  # cloud metadata
+        ("http://0.0.0.0:8000", "private_address"),
+        ("http://[::1]:8000", "private_address"),
+        ("http://[fd00::1]", "private_address"),  # unique-local
+        ("http://[fe80::1]", "private_address"),  # link-local
+        ("http://[::ffff:127.0.0.1]", "private_address"),  # IPv4-mapped loopback
+        ("https://intranet", "private_address"),  # a single label resolves locally
+        ("https://chat.example.com", "reserved"),  # the app
+        ("wss://chat.example.com", "reserved"),
+        ("https://*.example.com", "reserved"),  # covers the app
+        ("https://github.sandbox.example.net", "reserved"),  # a server's sandbox
+        ("https://*.sandbox.example.net", "reserved"),
+        ("https://*.example.net", "reserved"),  # covers every sandbox
+        ("https://*.co.uk", "public_suffix"),
+        ("https://*.github.io", "public_suffix"),
+    ],
+)
+def test_network_sources_never_reach_private_reserved_or_suffix_targets(declared, code):
+    reserved = ("chat.example.com", "sandbox.example.net")
+    for allowed in (None, ["https://api.example.org", "https://*.example.org"]):
+        result = build_csp(
+            {
+                "connectDomains": [declared],
+                "resourceDomains": [declared],
+                "frameDomains": [declared],
+            },
+            allowed=allowed,
+            reserved_hosts=reserved,
+        )
+        for directive in ("connect-src", "script-src", "frame-src", "img-src"):
+            assert declared.lower() not in result.directives[directive], (directive, allowed)
+        assert {d["code"] for d in result.dropped} == {code}, result.dropped
+        assert len(result.dropped) == 3  # reported per category, for the admin and the audit
+
+
+def test_the_admin_may_name_a_restricted_origin_exactly():
+    declared = {"connectDomains": ["http://localhost:5173", "https://*.co.uk"]}
+    exact = build_csp(declared, allowed=["http://localhost:5173", "https://*.co.uk"])
+    assert exact.directives["connect-src"] == ["http://localhost:5173", "https://*.co.uk"]
+    assert exact.dropped == []
+    # A wider admin entry is not "exactly": a wildcard never lets a restricted source in.
+    wide = build_csp(
+        {"connectDomains": ["https://chat.example.com"]},
+        allowed=["https://*.example.com"],
+        reserved_hosts=["chat.example.com"],
+    )
+    assert wide.directives["connect-src"] == ["'none'"]
+
+
+def test_public_wildcards_and_hosts_are_kept():
+    result = build_csp(
+        {"connectDomains": ["https://*.example.org", "https://api.example.com", "https://8.8.8.8"]},
+        reserved_hosts=("chat.example.com", "sandbox.example.net"),
+    )
+    assert result.directives["connect-src"] == [
+        "https://*.example.org",
+        "https://api.example.com",
+        "https://8.8.8.8",
+    ]
+    assert result.dropped == []
+
+
+def test_without_a_public_suffix_list_every_wildcard_is_refused():
+    result = build_csp(
+        {"connectDomains": ["https://*.example.org", "https://a.example.org"]}, suffixes=None
+    )
+    assert result.directives["connect-src"] == ["https://a.example.org"]
+    assert [d["code"] for d in result.dropped] == ["public_suffix"]
