@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import hashlib
 import logging
 import os
 import threading
@@ -448,7 +447,3 @@ async def _deliver_callback(*, state: str, user: Any, query: dict[str, str]) -> 
         )
         return False, "The sign-in could not be finished here. Start again with Connect."
     return bool(outcome.get("ok")), str(outcome.get("message") or "")
-
-
-def state_digest(state: str) -> str:
-    return hashlib.sha256(state.encode()).hexdigest()
