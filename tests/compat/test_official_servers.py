@@ -501,9 +501,10 @@ def view_screenshot(page: Any, row: Any, path: Path) -> bytes:
     window comes out garbled)."""
     row.scroll_into_view_if_needed()
     box = outer_frame(row).bounding_box()
-    viewport = page.viewport_size
-    top = max(box["y"], 0)
-    height = min(box["y"] + box["height"], viewport["height"]) - top
+    # Only what shows inside the timeline (the composer sits over its bottom edge).
+    timeline = page.locator("#timeline").bounding_box()
+    top = max(box["y"], timeline["y"])
+    height = min(box["y"] + box["height"], timeline["y"] + timeline["height"]) - top
     clip = {"x": box["x"], "y": top, "width": box["width"], "height": height}
     return page.screenshot(path=str(path), clip=clip)
 
