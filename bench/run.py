@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import budgets, concurrency, fanout, media, render, roundtrip
+from . import budgets, concurrency, fanout, media, render, roundtrip, viewmount
 from .harness import BOARD, MEDIA, BenchAtrium, Seeded, seed, stdio_server
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -105,6 +105,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         server.stop()
         server.drop_database()
+    if "viewmount" in args.only and not production:
+        _log(f"viewmount: {args.view_samples} basic-vanillajs views in Chromium")
+        view_server = BenchAtrium(var_dir=work / "viewmount-var", extra_env=extra).setup()
+        try:
+            view_seed = seed(
+                view_server,
+                members=1,
+                threads=viewmount.WARMUP + args.view_samples,
+                servers={"basic": viewmount.server_spec()},
+            )
+            view_server.start()
+            results["viewmount"] = viewmount.run(view_server, view_seed, samples=args.view_samples)
+        finally:
+            view_server.stop()
+            view_server.drop_database()
     if "media" in args.only:
         _log(f"media: {args.megabytes} MB get_large")
         media_server = BenchAtrium(var_dir=work / "media-var", extra_env=extra).setup()
@@ -145,11 +160,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=10, help="threads the clients spread over")
     p.add_argument("--per-client", type=int, default=5, help="ui calls per client")
     p.add_argument("--megabytes", type=int, default=50)
+    p.add_argument("--view-samples", type=int, default=15, help="viewmount: measured views")
     p.add_argument("--redis-db", type=int, default=13, help="production: layer db (+1 broker)")
     p.add_argument(
         "--only",
         nargs="*",
-        default=["roundtrip", "fanout", "concurrency", "media", "render"],
+        default=["roundtrip", "fanout", "concurrency", "media", "render", "viewmount"],
     )
     p.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
     p.add_argument("--no-write", action="store_true")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import sys
@@ -36,6 +37,17 @@ STANDING_APPROVALS = {
     "board": ("move_item", "add_item"),
     "liveview": ("set_mode", "pause", "resume"),
     "legacy": ("legacy_echo",),
+}
+
+
+# Loopback origins reach a view only when the binding's admin list names them exactly
+# (docs/sandbox.md): the live view's <img> streams from the example's local MJPEG server.
+ADMIN_NAMED_DOMAINS = {
+    "liveview": {
+        "resourceDomains": [
+            f"http://127.0.0.1:{os.environ.get('LIVEVIEW_STREAM_PORT', '8765')}",
+        ]
+    },
 }
 
 
@@ -117,7 +129,11 @@ def _register(
     from bindings import services as binding_services
 
     binding = binding_services.create_binding(
-        server=server, workspace=workspace, thread=None, actor=actor
+        server=server,
+        workspace=workspace,
+        thread=None,
+        actor=actor,
+        allowed_domains=ADMIN_NAMED_DOMAINS.get(slug),
     )
     for tool in STANDING_APPROVALS.get(slug, ()):
         binding_services.set_tool_policy(

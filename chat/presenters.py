@@ -47,7 +47,8 @@ def serialize_tool_call(call: ToolCall) -> dict[str, Any]:
             "uri": resource.uri,
             "flavor": resource.flavor,
             "contentHash": resource.content_hash,
-            "prefersBorder": bool((resource.meta or {}).get("prefersBorder", True)),
+            # Undeclared (stored as None) means a border: only an explicit false is none.
+            "prefersBorder": (resource.meta or {}).get("prefersBorder") is not False,
         }
     approval = getattr(call, "approval", None) if hasattr(call, "approval") else None
     return {

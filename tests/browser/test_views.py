@@ -4,8 +4,8 @@ One seeded server per module: every MCP server the tests use is registered and b
 the workspace, and each test gets its own thread. Pages fail on CSP violations or
 uncaught errors of the host page (the sandboxed views are watched by their own tests).
 
-The views run in the real sandbox: host page on ``localhost:<port>``, proxy on
-``127.0.0.1:<port>``, the app in the proxy's opaque-origin inner frame. Playwright reaches
+The views run in the real sandbox: host page on ``localhost:<port>``, each server's proxy
+on ``<server-key>.localhost:<port>``, the app in the proxy's inner frame on that origin. Playwright reaches
 the app through ``row.frame_locator("iframe.view-frame").frame_locator("iframe")``.
 """
 
