@@ -607,6 +607,9 @@
     this.watchSize();
     // The message listener is global and already attached; the frame is known to it from
     // here on, before its src is set (pitfall 3).
+    // Fetched while the proxy page loads (cached by content hash): the handshake then
+    // answers proxy-ready without another round trip.
+    if (this.flavor !== "url" && reply.documentUrl) fetchDocument(reply.documentUrl).catch(function () {});
     // The proxy document starts in the host's theme (its color-scheme; docs/sandbox.md).
     frame.src = reply.sandboxUrl + (reply.sandboxUrl.indexOf("?") < 0 ? "?" : "&") + "theme=" + currentTheme();
     var self = this;

@@ -20,9 +20,10 @@ Servers that need the internet (CDNs, map tiles, Wikipedia, remote videos) canno
 CI: they are judged on what the host controls, and their spec says which part. docs/compat.md
 has the resulting table.
 
-Some servers only work once a view has its own sandbox origin and the sandbox CSP allows
-`'unsafe-eval' blob: data:` (issue 12, items 1–3): until those are in, their tests end as
-expected failures with that reason (checked at run time, so they pass once it lands).
+Four of them work only because each server's view has its own sandbox origin with the spec's
+`allow-scripts allow-same-origin` frame, and the sandbox CSP allows `'unsafe-eval' blob: data:`
+(docs/sandbox.md): basic-vue (reads its parent window), pdf (localStorage, PDF.js worker from
+a blob/data URL), threejs (`new Function`), video-resource (would play from a blob URL).
 
 Profile-independent: it runs once, on the embedded pass.
 """
@@ -58,10 +59,6 @@ pytestmark = [
 ]
 
 NODE_MODULES = ROOT / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
-SANDBOX_PENDING = (
-    "needs the spec's sandbox frame (allow-same-origin on a per-server origin) and the "
-    "sandbox CSP with 'unsafe-eval' blob: data: (issue 12 items 1-3, branch sandbox)"
-)
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 
 
@@ -96,7 +93,8 @@ class Compat:
     internet: str = ""
     # False when the app cannot start its handshake without the internet.
     handshake: bool = True
-    needs_sandbox: bool = False
+    # A canvas that must show a picture (WebGL scenes, the PDF page).
+    canvas: str = ""
     # CSP violations this server provokes, each with why it is right to block it.
     allowed_violations: dict[str, str] = field(default_factory=dict)
 
@@ -116,9 +114,6 @@ def basic(flavour: str) -> Compat:
         rendered_text=r"Server Time:\s*\d{4}-",
         interact=click_get_time,
         round_trip=Expect("app_tool_call", "get-time"),
-        # Vue's runtime reads a property of the parent window: a SecurityError in an
-        # opaque-origin frame, and the click ends in "[ERROR]".
-        needs_sandbox=flavour == "vue",
     )
 
 
@@ -187,8 +182,9 @@ SERVERS: list[Compat] = [
         server_args=("{pdf}",),
         auto=("display_pdf", "read_pdf_bytes", "poll_pdf_commands", "submit_viewer_state"),
         rendered_selector="#pdf-canvas",
+        canvas="#pdf-canvas",
+        # The view fetches the document in chunks through its app-only tool.
         round_trip=Expect("app_tool_call", "read_pdf_bytes"),
-        needs_sandbox=True,
     ),
     Compat(
         name="scenario-modeler",
@@ -208,6 +204,7 @@ SERVERS: list[Compat] = [
         },
         auto=("render-shadertoy",),
         rendered_selector="canvas#canvas",
+        canvas="canvas#canvas",
     ),
     Compat(
         name="sheet-music",
@@ -243,8 +240,7 @@ SERVERS: list[Compat] = [
         },
         auto=("show_threejs_scene",),
         rendered_selector="canvas#threejs-canvas",
-        round_trip=Expect("ui_update_model_context"),
-        needs_sandbox=True,
+        canvas="canvas#threejs-canvas",
     ),
     Compat(
         name="transcript",
@@ -505,9 +501,10 @@ def view_screenshot(page: Any, row: Any, path: Path) -> bytes:
     window comes out garbled)."""
     row.scroll_into_view_if_needed()
     box = outer_frame(row).bounding_box()
-    viewport = page.viewport_size
-    top = max(box["y"], 0)
-    height = min(box["y"] + box["height"], viewport["height"]) - top
+    # Only what shows inside the timeline (the composer sits over its bottom edge).
+    timeline = page.locator("#timeline").bounding_box()
+    top = max(box["y"], timeline["y"])
+    height = min(box["y"] + box["height"], timeline["y"] + timeline["height"]) - top
     clip = {"x": box["x"], "y": top, "width": box["width"], "height": height}
     return page.screenshot(path=str(path), clip=clip)
 
@@ -525,11 +522,6 @@ def wait_for_audit(world: World, since: int, want: Expect, timeout: float = 30.0
         time.sleep(0.2)
     seen = [(r["action"], r["tool_name"], r["decision"]) for r in rows]
     raise AssertionError(f"no audit row {want} within {timeout}s; the view's rows: {seen}")
-
-
-def inner_sandbox(row: Any) -> str:
-    proxy = row.frame_locator(":scope > .view-body > .view-stage > iframe.view-frame")
-    return proxy.locator("iframe").first.get_attribute("sandbox", timeout=30_000) or ""
 
 
 # ---- the suite ---------------------------------------------------------------------------------
@@ -551,8 +543,6 @@ def test_official_server(spec: Compat, world: World, context: Any, screenshots: 
         # 1. Mounted, handshake complete.
         row = view_row(page, spec.tool)
         call_id = wait_mounted(page, row)
-        if spec.needs_sandbox and "allow-same-origin" not in inner_sandbox(row):
-            pytest.xfail(SANDBOX_PENDING)
         app = app_frame(row)
         if spec.handshake:
             wait_handshake(page, call_id)
@@ -565,8 +555,8 @@ def test_official_server(spec: Compat, world: World, context: Any, screenshots: 
             visible, detail = not_blank(png)
             assert visible, f"{spec.name} looks blank in the {theme} theme: {detail}"
         page.evaluate("() => window.AtriumTheme.set('light')")
-        if spec.rendered_selector.startswith("canvas"):
-            canvas = app.locator(spec.rendered_selector).first.screenshot()
+        if spec.canvas:
+            canvas = app.locator(spec.canvas).first.screenshot()
             visible, detail = not_blank(canvas)
             assert visible, f"{spec.name}'s canvas is blank: {detail}"
 
