@@ -163,18 +163,20 @@ async def test_consent_matrix(personas, consent_servers, ws_connect, persona, gr
     if not allowed:
         if decider is not None:
             assert answer["ok"] is False
-            expected = (
-                "cannot_allow"
-                if persona in ("owner", "member") and kind == "destructive"
-                else "forbidden"
-            )
+            # The role is checked first: a member asking for the workspace is refused as
+            # such even for a declared-destructive tool.
+            role_refused = persona == "viewer" or (persona == "member" and grant == "workspace")
+            expected = "forbidden" if role_refused else "cannot_allow"
             assert answer["error"]["code"] == expected, answer
             refusals = await database_sync_to_async(_audit)(
                 event_type__in=(522, 523), actor_user_id=user.pk
             )
-            assert [(r[0], r[1], r[2]) for r in refusals] == [
-                (523 if persona == "viewer" else 522, "denied", expected)
-            ]
+            audited = (
+                (523, "denied", "viewer_cannot_act")
+                if persona == "viewer"
+                else (522, "denied", expected)
+            )
+            assert [(r[0], r[1], r[2]) for r in refusals] == [audited]
         # Nothing ran, nothing was remembered, the request still waits.
         from bindings.models import ApprovalRequest
         from chat.models import ToolCall
