@@ -184,6 +184,10 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
 
 @action("view.open")
 async def open_view(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    # Each opening is decided, audited and signed: bounded like the view's own requests.
+    verdict = await take_tokens(ctx, [("user_view_request", str(ctx.user.pk))])
+    if not verdict.allowed:
+        raise rate_limited_error(verdict, "views opened")
     return await database_sync_to_async(_open_view)(ctx, msg.get("toolCallId"))
 
 

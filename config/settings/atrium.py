@@ -29,14 +29,14 @@ ATRIUM_APPROVAL_TTL = env_int("ATRIUM_APPROVAL_TTL", 24 * 3600)
 ATRIUM_MAX_WS_MESSAGE = env_int("ATRIUM_MAX_WS_MESSAGE", 1024 * 1024)
 
 # Rate limits (bindings.ratelimit): kind -> (burst, tokens per second). Buckets are per user
-# ("user_*", "tool_call", "approval_request", "message") or per view ("view_*"); shared
+# ("user_*", "tool_call" — which also bounds the approval requests and waits a person
+# can cause —, "message") or per view ("view_*"); shared
 # across processes through Redis in production. ATRIUM_RATE_LIMITS (JSON, same shape)
 # overrides single kinds, e.g. for a load test.
 ATRIUM_RATE_LIMITS = {
     "view_request": (60, 20.0),  # any request of one view
     "user_view_request": (120, 40.0),  # any view request of one person, all views together
     "tool_call": (30, 5.0),  # tool calls a person starts (/call, views, the tool picker)
-    "approval_request": (10, 0.2),  # approval requests (and their waits) one person causes
     "view_widget_state": (20, 2.0),
     "view_model_context": (20, 2.0),
     "message": (20, 1.0),  # chat messages one person posts
