@@ -42,12 +42,19 @@ STANDING_APPROVALS = {
 
 # Loopback origins reach a view only when the binding's admin list names them exactly
 # (docs/sandbox.md): the live view's <img> streams from the example's local MJPEG server.
+LEGACY_PAGE_PORT = os.environ.get("LEGACY_PAGE_PORT", "8766")
+EXAMPLE_ENV = {
+    "board": {"BOARD_STATE_FILE": str(ROOT / "var" / "board-state.json")},
+    "legacy": {"LEGACY_PAGE_PORT": LEGACY_PAGE_PORT},
+}
 ADMIN_NAMED_DOMAINS = {
     "liveview": {
         "resourceDomains": [
             f"http://127.0.0.1:{os.environ.get('LIVEVIEW_STREAM_PORT', '8765')}",
         ]
     },
+    # The legacy example's external page, on a fixed port so the binding can name it.
+    "legacy": {"frameDomains": [f"http://127.0.0.1:{LEGACY_PAGE_PORT}"]},
 }
 
 
@@ -123,7 +130,7 @@ def _register(
         transport="stdio",
         command=command,
         args=args,
-        env={"BOARD_STATE_FILE": str(ROOT / "var" / "board-state.json")} if slug == "board" else {},
+        env=EXAMPLE_ENV.get(slug, {}),
         actor=actor,
     )
     from bindings import services as binding_services

@@ -44,7 +44,7 @@ THREADS = [
 ]
 
 SEED = """
-import json, sys
+import json, socket, sys
 from pathlib import Path
 from django.contrib.auth import get_user_model
 from chat import services
@@ -56,6 +56,9 @@ VAR = Path({var_dir!r})
 ROOT = Path({root!r})
 NODE = ROOT / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
 U = get_user_model()
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    LEGACY_PORT = probe.getsockname()[1]
 
 def person(username, first, last):
     return U.objects.create_user(username, password=PASSWORD, first_name=first, last_name=last)
@@ -69,12 +72,13 @@ threads = {{
     for name in {threads!r}
 }}
 
-def bind(name, slug, command, args, env=None, auto=()):
+def bind(name, slug, command, args, env=None, auto=(), allowed=None):
     server = bridge_services.add_server(
         name=name, slug=slug, transport="stdio", command=command, args=[str(a) for a in args],
         env=env or {{}},
     )
-    binding = binding_services.create_binding(server=server, workspace=workspace)
+    binding = binding_services.create_binding(server=server, workspace=workspace,
+                                              allowed_domains=allowed)
     for tool in auto:
         binding_services.set_tool_policy(binding=binding, tool_name=tool, approval="auto")
     return server.pk
@@ -89,7 +93,11 @@ servers = {{
                   auto=["debug-tool", "debug-refresh", "debug-log"]),
     "board": bind("Board", "board", sys.executable, [ROOT / "examples" / "board" / "server.py"],
                   env={{"BOARD_STATE_FILE": str(VAR / "board.json")}}, auto=["move_item", "add_item"]),
-    "legacy": bind("Legacy", "legacy", sys.executable, [ROOT / "examples" / "legacy" / "server.py"]),
+    # Its external page is on loopback: a view reaches it only when the admin names that
+    # exact origin (docs/sandbox.md).
+    "legacy": bind("Legacy", "legacy", sys.executable, [ROOT / "examples" / "legacy" / "server.py"],
+                   env={{"LEGACY_PAGE_PORT": str(LEGACY_PORT)}},
+                   allowed={{"frameDomains": [f"http://127.0.0.1:{{LEGACY_PORT}}"]}}),
     "hostile": bind("Hostile", "hostile", sys.executable, [ROOT / "tests" / "fixtures" / "mcp_servers" / "hostile.py"]),
     "skybridge": bind("Counter", "skybridge", sys.executable,
                       [ROOT / "tests" / "fixtures" / "mcp_servers" / "skybridge.py"], auto=["echo"]),
