@@ -65,6 +65,7 @@ class AuditEventType(IntEnum):
     THREAD_CREATED = 102
     MESSAGE_POSTED = 110
     SOCKET_REJECTED = 120
+    TURN_TAKEN_OVER = 140
 
     # 2xx — MCP servers and catalogue
     SERVER_ADDED = 200
@@ -135,6 +136,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.THREAD_CREATED: "Thread created",
     AuditEventType.MESSAGE_POSTED: "Message posted",
     AuditEventType.SOCKET_REJECTED: "Websocket connection rejected",
+    AuditEventType.TURN_TAKEN_OVER: "Model turn taken over (its process stopped)",
     AuditEventType.SERVER_ADDED: "MCP server added",
     AuditEventType.SERVER_CHANGED: "MCP server changed",
     AuditEventType.SERVER_REMOVED: "MCP server removed",
