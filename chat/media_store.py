@@ -1077,9 +1077,7 @@ def _finish(
             events.append(
                 emit(thread_id=asset.thread_id, kind="toolcall", payload=serialize_tool_call(fresh))
             )
-        thread_id, seqs = asset.thread_id, [event.seq for event in events]
         transaction.on_commit(lambda: remove_staging_file(staging))
-        transaction.on_commit(lambda: relay_to_asgi(thread_id=thread_id, seqs=seqs))
     return str(asset.status)
 
 

@@ -162,3 +162,22 @@ def check_fence() -> None:
     held = TurnLease.objects.select_for_update().filter(thread_id=thread_id, token=token).exists()
     if not held:
         raise LeaseLost(f"the turn lease of thread {thread_id} was taken over")
+
+
+def turn_lease_reap_expired() -> int:
+    """The beat sweep: free every lease whose holder stopped renewing (its process died),
+    failing what it left streaming — visibly and audited — even if nobody posts again."""
+    now = timezone.now()
+    reaped = 0
+    expired = TurnLease.objects.exclude(holder="").filter(expires_at__lt=now)
+    for thread_id in list(expired.values_list("thread_id", flat=True)):
+        with transaction.atomic():
+            lease = TurnLease.objects.select_for_update().get(thread_id=thread_id)
+            if not lease.holder or lease.expires_at is None or lease.expires_at >= now:
+                continue  # renewed or released meanwhile
+            _take_over(lease, now)
+            lease.holder = ""
+            lease.expires_at = None
+            lease.save(update_fields=["token", "holder", "expires_at"])
+            reaped += 1
+    return reaped
