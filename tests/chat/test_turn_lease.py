@@ -91,3 +91,27 @@ def test_writes_of_a_turn_whose_lease_was_taken_over_are_refused(personas):
     finally:
         turn_lease.current_fence.reset(fence)
     assert TurnLease.objects.get(thread=thread).holder == "b"
+
+
+def test_the_beat_sweep_ends_a_dead_turn_even_if_nobody_posts_again(personas):
+    from bindings.models import AuditEvent
+    from chat.tasks import reap_turn_leases
+
+    thread = personas.thread
+    _post(thread, personas.owner, "hello")
+    token = turn_lease.turn_lease_acquire(thread_id=thread.pk, holder="dead")
+    fence = turn_lease.current_fence.set((thread.pk, token))
+    try:
+        streaming = turns.create_assistant_message(thread_id=thread.pk)
+    finally:
+        turn_lease.current_fence.reset(fence)
+    assert reap_turn_leases() == 0  # alive (not expired): left alone
+
+    TurnLease.objects.filter(thread=thread).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert reap_turn_leases() == 1
+    assert reap_turn_leases() == 0  # idempotent
+    streaming.refresh_from_db()
+    assert streaming.status == MessageStatus.ERROR
+    lease = TurnLease.objects.get(thread=thread)
+    assert lease.holder == "" and lease.token > token
+    assert AuditEvent.objects.filter(event_type=140, thread_id=thread.pk).count() == 1
