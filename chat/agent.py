@@ -53,6 +53,7 @@ from mcp_bridge.normalize import model_content
 
 from . import runtime, toolcalls, turn_lease, turns, waiters
 from .models import (
+    Membership,
     Message,
     MessageRole,
     MessageStatus,
@@ -173,6 +174,8 @@ async def _drive(thread_id: int, user: Any, role: str, gate: _Gate) -> None:
                         return
                 if gate.pending is not None:
                     (user, role), gate.pending = gate.pending, None
+                else:  # maybe folding a message posted through another process
+                    user, role = await database_sync_to_async(_newest_poster)(thread_id, user, role)
                 released = True
                 if not await database_sync_to_async(turn_lease.turn_lease_release)(
                     thread_id=thread_id, token=token, seen=seen
@@ -190,6 +193,26 @@ async def _drive(thread_id: int, user: Any, role: str, gate: _Gate) -> None:
     finally:
         if _gates.get(thread_id) is gate:
             del _gates[thread_id]
+
+
+def _newest_poster(thread_id: int, user: Any, role: str) -> tuple[Any, str]:
+    """The member who posted the newest message for the model (a folded turn acts for
+    them), or ``(user, role)`` when that is still the one."""
+    newest = (
+        Message.objects.filter(thread_id=thread_id, role=MessageRole.USER, author__isnull=False)
+        .exclude(text__startswith="/")
+        .select_related("author")
+        .order_by("-pk")
+        .first()
+    )
+    if newest is None or newest.author_id == getattr(user, "pk", None):
+        return user, role
+    membership = Membership.objects.filter(
+        user_id=newest.author_id, workspace__threads=thread_id
+    ).first()
+    if membership is None or membership.role not in ACTING_ROLES:
+        return user, role
+    return newest.author, membership.role
 
 
 async def _report_failed_turn(thread_id: int, user: Any) -> bool:

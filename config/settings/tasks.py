@@ -32,7 +32,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Celery beat (a process of its own: `make run`, the fleet) runs the periodic sweeps; each
 # task is idempotent, so a second beat or a late run does no harm.
 ATRIUM_SWEEP_INTERVAL = env_int("ATRIUM_SWEEP_INTERVAL", 15)  # seconds
-CELERY_BEAT_SCHEDULE_FILENAME = str(CELERY_DATA_DIR / "beat-schedule")
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celery-beat-schedule")  # VAR_DIR exists
 CELERY_BEAT_SCHEDULE = {
     "expire-approvals": {
         "task": "chat.tasks.expire_approvals",
