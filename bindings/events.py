@@ -71,6 +71,7 @@ class AuditEventType(IntEnum):
     SOCKET_CLOSED_SESSION_ENDED = 130
     ACTION_REFUSED = 131
     RATE_LIMITED = 132
+    TURN_TAKEN_OVER = 140
 
     # 2xx — MCP servers and catalogue
     SERVER_ADDED = 200
@@ -169,6 +170,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.SOCKET_CLOSED_SESSION_ENDED: "Websocket closed: session ended",
     AuditEventType.ACTION_REFUSED: "Action refused",
     AuditEventType.RATE_LIMITED: "Request rate-limited",
+    AuditEventType.TURN_TAKEN_OVER: "Model turn taken over (its process stopped)",
     AuditEventType.SERVER_ADDED: "MCP server added",
     AuditEventType.SERVER_CHANGED: "MCP server changed",
     AuditEventType.SERVER_REMOVED: "MCP server removed",

@@ -4,10 +4,11 @@
 ``ui/message``). It returns at once; the turn runs in a background task
 (``runtime.spawn("agent:<thread id>")``), never inside the socket handler.
 
-One turn per thread at a time (per process). A message posted while a turn runs is not
-lost and not answered twice: it is *folded into the next turn* — when the running turn
-ends, one more turn starts for the thread, built from the thread as it is then (so it
-sees every message posted meanwhile), acting for the member who posted last.
+One turn per thread at a time, across every process: a turn runs only while its process
+holds the thread's lease (:mod:`chat.turn_lease`, fenced writes). A message posted while a
+turn runs — here or in another process — is not lost and not answered twice: it is
+*folded into the next turn* — when the running turn ends, one more turn starts for the
+thread, built from the thread as it is then (so it sees every message posted meanwhile).
 
 A turn:
 
@@ -58,8 +59,9 @@ from mcp_bridge import gateway
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.normalize import model_content
 
-from . import runtime, toolcalls, turns, waiters
+from . import runtime, toolcalls, turn_lease, turns, waiters
 from .models import (
+    Membership,
     Message,
     MessageRole,
     MessageStatus,
@@ -155,45 +157,102 @@ def _request_turn(thread_id: int, user: Any, role: str) -> None:
 
 
 async def _drive(thread_id: int, user: Any, role: str, gate: _Gate) -> None:
-    seen: int | None = None  # the newest user message the last turn saw
+    """Run turns while this process holds the thread's lease (see :mod:`chat.turn_lease`)."""
     try:
-        while True:
-            try:
-                if seen is None or await database_sync_to_async(_unseen_messages)(thread_id, seen):
-                    seen = await run_turn(thread_id=thread_id, user=user, role=role)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                seen = None
-                log.exception("agent turn in thread %s failed", thread_id)
+        token = await database_sync_to_async(turn_lease.turn_lease_acquire)(thread_id=thread_id)
+        if token is None:
+            return  # another turn (maybe in another process) folds our message in
+        fence = turn_lease.current_fence.set((thread_id, token))
+        renewer = asyncio.ensure_future(_renew_lease(thread_id, token))
+        released = False
+        try:
+            while True:
+                seen: int | None = None
                 try:
-                    await database_sync_to_async(turns.post_assistant_notice)(
-                        thread_id=thread_id,
-                        text="Something went wrong while the assistant was answering.",
-                        status=MessageStatus.ERROR,
-                        actor_user_id=getattr(user, "pk", None),
-                        reason="internal_error",
-                    )
-                except Exception:  # the thread is gone, or the database is down
-                    log.exception("could not report the failed turn in thread %s", thread_id)
+                    seen = await run_turn(thread_id=thread_id, user=user, role=role)
+                except turn_lease.LeaseLost:
+                    log.warning("turn in thread %s lost its lease; stopping it", thread_id)
+                    released = True
                     return
-            if gate.pending is None:
-                return
-            (user, role), gate.pending = gate.pending, None
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("agent turn in thread %s failed", thread_id)
+                    if not await _report_failed_turn(thread_id, user):
+                        return
+                if gate.pending is not None:
+                    (user, role), gate.pending = gate.pending, None
+                else:  # maybe folding a message posted through another process
+                    user, role = await database_sync_to_async(_newest_poster)(thread_id, user, role)
+                released = True
+                if not await database_sync_to_async(turn_lease.turn_lease_release)(
+                    thread_id=thread_id, token=token, seen=seen
+                ):
+                    return
+                released = False  # a message arrived meanwhile: one more turn
+        finally:
+            renewer.cancel()
+            turn_lease.current_fence.reset(fence)
+            if not released:  # cancelled or failed hard: free the lease for the next message
+                with contextlib.suppress(Exception):
+                    await database_sync_to_async(turn_lease.turn_lease_release)(
+                        thread_id=thread_id, token=token, seen=None
+                    )
     finally:
         if _gates.get(thread_id) is gate:
             del _gates[thread_id]
             _stopped_by.pop(thread_id, None)
 
 
-def _unseen_messages(thread_id: int, seen: int) -> bool:
-    """Whether a message for the model arrived after the last turn loaded the thread (a
-    message that came in while that turn was starting is already answered by it)."""
-    return (
-        Message.objects.filter(thread_id=thread_id, role=MessageRole.USER, pk__gt=seen)
+def _newest_poster(thread_id: int, user: Any, role: str) -> tuple[Any, str]:
+    """The member who posted the newest message for the model (a folded turn acts for
+    them), or ``(user, role)`` when that is still the one."""
+    newest = (
+        Message.objects.filter(thread_id=thread_id, role=MessageRole.USER, author__isnull=False)
         .exclude(text__startswith="/")
-        .exists()
+        .select_related("author")
+        .order_by("-pk")
+        .first()
     )
+    if newest is None or newest.author_id == getattr(user, "pk", None):
+        return user, role
+    membership = Membership.objects.filter(
+        user_id=newest.author_id, workspace__threads=thread_id
+    ).first()
+    if membership is None or membership.role not in ACTING_ROLES:
+        return user, role
+    return newest.author, membership.role
+
+
+async def _report_failed_turn(thread_id: int, user: Any) -> bool:
+    try:
+        await database_sync_to_async(turns.post_assistant_notice)(
+            thread_id=thread_id,
+            text="Something went wrong while the assistant was answering.",
+            status=MessageStatus.ERROR,
+            actor_user_id=getattr(user, "pk", None),
+            reason="internal_error",
+        )
+    except Exception:  # the thread is gone, the database is down, or the lease was lost
+        log.exception("could not report the failed turn in thread %s", thread_id)
+        return False
+    return True
+
+
+async def _renew_lease(thread_id: int, token: int) -> None:
+    """Heartbeat: keeps the lease while the turn runs (a dead process stops renewing)."""
+    while True:
+        await asyncio.sleep(turn_lease.RENEW_EVERY)
+        try:
+            held = await database_sync_to_async(turn_lease.turn_lease_renew)(
+                thread_id=thread_id, token=token
+            )
+        except Exception:
+            log.exception("could not renew the turn lease of thread %s", thread_id)
+            continue
+        if not held:
+            log.warning("the turn lease of thread %s was taken over", thread_id)
+            return
 
 
 # Who stopped a thread's turn (read by the turn's clean-up as it unwinds).

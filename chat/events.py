@@ -46,7 +46,16 @@ def emit(*, thread_id: int, kind: str, payload: dict[str, Any]) -> ThreadEvent:
         event = insert_row(ThreadEvent(thread_id=thread_id, seq=seq, kind=kind, payload=payload))
         message = {"type": "thread.event", "event": event_dict(event)}
         transaction.on_commit(lambda: broadcast(thread_id, message))
+        transaction.on_commit(lambda: _relay_from_worker(thread_id, seq))
     return event
+
+
+def _relay_from_worker(thread_id: int, seq: int) -> None:
+    """In a worker process of the embedded profile the broadcast above reaches nobody:
+    ask daphne to broadcast the stored event (a no-op everywhere else; see media_store)."""
+    from .media_store import relay_to_asgi
+
+    relay_to_asgi(thread_id=thread_id, seqs=[seq])
 
 
 def _next_seq(thread_id: int) -> int:

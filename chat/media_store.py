@@ -884,8 +884,8 @@ def remove_staging_file(path: Path | None) -> None:
 # broadcast them (``media_views.media_relay``): the request names stored events only (thread
 # and sequence numbers), is signed with SECRET_KEY, expires in a minute, and is accepted from
 # loopback only. With a shared layer (Redis) the worker broadcasts itself and nothing is
-# relayed. (A general fix — daphne picking up events that other processes stored — belongs
-# in chat.events; this keeps media live until then.)
+# relayed. ``chat.events.emit`` relays every event a worker stores (media, approval expiry
+# from beat tasks, …); removing the relay altogether is issue 15's step 3.
 RELAY_SALT = "atrium.media.relay"
 RELAY_MAX_AGE = 60
 _relay_from_this_process = False
@@ -1071,15 +1071,11 @@ def _finish(
         descriptor = asset_descriptor(asset)
         if call is not None and _apply_to_result(call.result, asset.pk, descriptor):
             call.save(update_fields=["result"])
-        events = [emit(thread_id=asset.thread_id, kind="media", payload=media_event(asset))]
+        emit(thread_id=asset.thread_id, kind="media", payload=media_event(asset))
         if call is not None:
             fresh = tool_calls_queryset().get(pk=call.pk)
-            events.append(
-                emit(thread_id=asset.thread_id, kind="toolcall", payload=serialize_tool_call(fresh))
-            )
-        thread_id, seqs = asset.thread_id, [event.seq for event in events]
+            emit(thread_id=asset.thread_id, kind="toolcall", payload=serialize_tool_call(fresh))
         transaction.on_commit(lambda: remove_staging_file(staging))
-        transaction.on_commit(lambda: relay_to_asgi(thread_id=thread_id, seqs=seqs))
     return str(asset.status)
 
 

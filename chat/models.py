@@ -140,6 +140,27 @@ class Message(models.Model):
         return f"{self.role}: {self.text[:40]}"
 
 
+class TurnLease(models.Model):
+    """Who runs the model turn of a thread: one turn per thread across every process.
+
+    ``token`` is the fencing token (+1 on every acquisition): each write of a turn checks it
+    under the row lock, so a turn whose lease was taken over can no longer write.
+    ``answered_up_to`` is the newest user message a finished turn saw: a process that
+    acquires the lease never answers those messages again.
+    """
+
+    thread = models.OneToOneField(
+        Thread, on_delete=models.CASCADE, primary_key=True, related_name="turn_lease"
+    )
+    holder = models.CharField(max_length=200, blank=True)  # "" when nobody runs a turn
+    token = models.PositiveBigIntegerField(default=0)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    answered_up_to = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"turn lease of thread {self.thread_id} ({self.holder or 'free'})"
+
+
 class ToolCallStatus(models.TextChoices):
     # A model is still streaming the arguments: the call is not decided yet, but its view
     # is already mounted (it receives ui/notifications/tool-input-partial).

@@ -29,7 +29,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import celeryd_init, worker_ready
 from django.db import InterfaceError, OperationalError
 
-from . import media_store
+from . import media_store, toolcalls, turn_lease
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,31 @@ def requeue_staged(*, older_than: float, limit: int | None = None) -> list[int]:
     for asset_id in ids:
         persist_tool_media.delay(asset_id)
     return ids
+
+
+# ----------------------------------------------------------------- periodic (celery beat)
+# Scheduled in settings (CELERY_BEAT_SCHEDULE); idempotent: a late or doubled run is a no-op.
+
+
+@shared_task(ignore_result=True)
+def expire_approvals() -> int:
+    """Approvals expire on time even when nobody touches their thread (audited)."""
+    return toolcalls.expire_due_approvals()
+
+
+@shared_task(ignore_result=True)
+def reap_turn_leases() -> int:
+    """Turns whose process died end visibly (see chat.turn_lease)."""
+    return turn_lease.turn_lease_reap_expired()
+
+
+STALE_STAGED_AFTER = 300.0  # seconds; a healthy worker persists media long before
+
+
+@shared_task(ignore_result=True)
+def requeue_stale_staged_media() -> int:
+    """Staged media no worker finished (its message lost with a dead worker) is retried."""
+    return len(requeue_staged(older_than=STALE_STAGED_AFTER))
 
 
 # ----------------------------------------------------------------------------- signals

@@ -901,8 +901,9 @@ def _close_expired_calls(approval_ids: list[int]) -> None:
             _emit_call(call)
 
 
-def expire_due_approvals(*, thread_id: int) -> int:
-    """Expire the thread's overdue approvals (audited) and close their calls."""
+def expire_due_approvals(*, thread_id: int | None = None) -> int:
+    """Expire overdue approvals — the thread's, or every thread's (the beat sweep) —
+    audited, and close their calls."""
     expired = authority.expire_due_approvals(thread_id=thread_id)
     if expired:
         _close_expired_calls([a.pk for a in expired])

@@ -29,6 +29,7 @@ from bindings.events import AuditEventType, Decision
 from .events import emit
 from .models import Message, MessageRole, MessageStatus, Thread
 from .presenters import serialize_message
+from .turn_lease import check_fence
 
 ASSISTANT_LABEL = "Assistant"
 
@@ -38,6 +39,7 @@ def create_assistant_message(
 ) -> Message:
     """An assistant message that is about to stream (emitted at once, empty)."""
     with transaction.atomic():
+        check_fence()
         message = Message.objects.create(
             thread_id=thread_id,
             role=MessageRole.ASSISTANT,
@@ -53,12 +55,15 @@ def create_assistant_message(
 def append_assistant_text(*, message_id: int, thread_id: int, text: str, delta: str) -> None:
     """Store the text so far (``text``) and emit the newly streamed ``delta``."""
     with transaction.atomic():
+        check_fence()
         Message.objects.filter(pk=message_id).update(text=text)
         emit(thread_id=thread_id, kind="message.delta", payload={"id": message_id, "delta": delta})
 
 
 def emit_tool_input_partial(*, thread_id: int, payload: dict[str, Any]) -> None:
-    emit(thread_id=thread_id, kind="toolcall.input-partial", payload=payload)
+    with transaction.atomic():
+        check_fence()
+        emit(thread_id=thread_id, kind="toolcall.input-partial", payload=payload)
 
 
 def finish_assistant_message(
@@ -72,6 +77,7 @@ def finish_assistant_message(
 ) -> Message:
     """The final text and status of a streamed message; audited as posted by the model."""
     with transaction.atomic():
+        check_fence()
         message = Message.objects.select_related("thread").select_for_update().get(pk=message_id)
         message.text = text
         message.status = status
@@ -92,6 +98,7 @@ def post_assistant_notice(
 ) -> Message:
     """A whole assistant message at once: a provider error, the step limit, an empty answer."""
     with transaction.atomic():
+        check_fence()
         message = Message.objects.create(
             thread_id=thread_id,
             role=MessageRole.ASSISTANT,

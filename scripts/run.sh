@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make run`: the whole app on embedded defaults — daphne + a real Celery worker on the
-# filesystem broker. Ctrl-C stops both.
+# `make run`: the whole app on embedded defaults — daphne + a real Celery worker and Celery
+# beat (the periodic sweeps) on the filesystem broker. Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -32,6 +32,8 @@ trap stop INT TERM
 $BIN/celery -A config worker --pool=solo --loglevel=INFO --without-gossip --without-mingle \
   --without-heartbeat >"$VAR/log/celery.log" 2>&1 &
 pids+=($!)
+$BIN/celery -A config beat --loglevel=INFO >"$VAR/log/beat.log" 2>&1 &
+pids+=($!)
 # Frames up to 8 MiB reach Atrium, which answers anything past ATRIUM_MAX_WS_MESSAGE with
 # an error and keeps the socket; larger frames are cut off by daphne before buffering
 # (docs/security.md).
@@ -46,7 +48,7 @@ done
 echo
 echo "  Atrium is running:  $ATRIUM_APP_ORIGIN/"
 echo "  Sandbox origin:     $ATRIUM_SANDBOX_ORIGIN"
-echo "  Logs:               $VAR/log/daphne.log, $VAR/log/celery.log"
+echo "  Logs:               $VAR/log/daphne.log, $VAR/log/celery.log, $VAR/log/beat.log"
 echo "  Press Ctrl-C to stop."
 echo
 wait -n "${pids[@]}" || true

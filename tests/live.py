@@ -195,6 +195,19 @@ class LiveAtrium:
         self.processes.append(proc)
         return proc
 
+    def start_beat(self) -> subprocess.Popen:
+        """Celery beat: the scheduler of the periodic sweeps (config/settings/tasks.py)."""
+        log = open(self.var_dir / "beat.log", "ab")  # noqa: SIM115 (held by the child)
+        proc = subprocess.Popen(
+            [PYTHON, "-m", "celery", "-A", "config", "beat", "--loglevel=INFO"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.processes.append(proc)
+        return proc
+
     def stop(self) -> None:
         for proc in reversed(self.processes):
             if proc.poll() is None:

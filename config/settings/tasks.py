@@ -1,6 +1,6 @@
 """Celery: filesystem broker under var/celery/ by default, CELERY_BROKER_URL otherwise."""
 
-from .env import VAR_DIR, env_str
+from .env import VAR_DIR, env_int, env_str
 
 CELERY_DATA_DIR = VAR_DIR / "celery"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
@@ -28,3 +28,22 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Celery beat (a process of its own: `make run`, the fleet) runs the periodic sweeps; each
+# task is idempotent, so a second beat or a late run does no harm.
+ATRIUM_SWEEP_INTERVAL = env_int("ATRIUM_SWEEP_INTERVAL", 15)  # seconds
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celery-beat-schedule")  # VAR_DIR exists
+CELERY_BEAT_SCHEDULE = {
+    "expire-approvals": {
+        "task": "chat.tasks.expire_approvals",
+        "schedule": float(ATRIUM_SWEEP_INTERVAL),
+    },
+    "reap-turn-leases": {
+        "task": "chat.tasks.reap_turn_leases",
+        "schedule": float(ATRIUM_SWEEP_INTERVAL),
+    },
+    "requeue-stale-staged-media": {
+        "task": "chat.tasks.requeue_stale_staged_media",
+        "schedule": 300.0,
+    },
+}

@@ -74,6 +74,8 @@ class FakeLLM:
         self.requests: list[Recorded] = []
         self.script: deque[SSE | Reply] = deque()
         self.lock = threading.Lock()
+        self.in_flight = 0  # requests being answered right now…
+        self.max_in_flight = 0  # …and the most at once (concurrent model turns)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,6 +83,16 @@ class FakeLLM:
                 pass
 
             def do_POST(self) -> None:  # noqa: N802
+                with fake.lock:
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    self._answer()
+                finally:
+                    with fake.lock:
+                        fake.in_flight -= 1
+
+            def _answer(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length).decode("utf-8")
                 try:

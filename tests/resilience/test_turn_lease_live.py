@@ -1,0 +1,181 @@
+"""One model turn per thread across processes (issue 15, the turn lease): two members on
+two daphne processes (shared PostgreSQL + Redis) post to one thread in the same instant,
+again and again. Never two turns at once, no message answered twice, none lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+
+import pytest
+
+from tests.chat.fake_llm import FakeLLM, openai_text
+from tests.live import LiveAtrium
+
+from .support import PRODUCTION, PrivateRedis, db_rows, drop_live_database, seed_live, wait_until
+from .test_scale_out import _second_process
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not PRODUCTION,
+        reason="needs the production profile (PostgreSQL + Redis): set DATABASE_URL/REDIS_URL",
+    ),
+]
+
+BURSTS = 50
+SIMULTANEOUS_WITHIN = 0.010  # seconds between the two posts of a burst, at most
+
+
+def test_simultaneous_messages_on_two_processes_get_one_turn_at_a_time(tmp_path):
+    redis = PrivateRedis(tmp_path / "redis").start()
+    shared = {
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "REDIS_URL": f"{redis.url}/0",
+        "CELERY_BROKER_URL": f"{redis.url}/1",
+        "ATRIUM_ASGI_PROCESSES": "2",
+        "LOG_LEVEL": "WARNING",
+    }
+    llm = FakeLLM("openai").start()
+    # More answers than turns can ever be needed; each streams in a few pieces.
+    llm.push(*[openai_text("Noted", " —", " thanks.", delay=0.005) for _ in range(3 * BURSTS)])
+    a = LiveAtrium(var_dir=tmp_path / "a", extra_env=shared).setup()
+    b = _second_process(a, tmp_path / "b")
+    try:
+        seeded = seed_live(a, {})
+        a.shell(
+            "from chat.models import Workspace\n"
+            f"Workspace.objects.filter(pk={seeded['workspace']}).update(provider='openai', "
+            f"model='fake-model', provider_base_url={llm.base_url!r}, provider_api_key='sk-x')\n"
+        )
+        a.start()
+        b.start()
+        asyncio.run(_bursts(a, b, seeded, llm))
+        _check_database(a, seeded)
+    finally:
+        b.stop()
+        a.stop()
+        llm.stop()
+        redis.stop()
+        drop_live_database(a)
+
+
+def _user_texts(request_body: dict) -> set[str]:
+    texts = set()
+    for message in request_body.get("messages", []):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            texts.update(word for word in content.split() if word.startswith("burst-"))
+    return texts
+
+
+async def _bursts(a: LiveAtrium, b: LiveAtrium, seeded: dict, llm: FakeLLM) -> None:
+    from bench.harness import connect
+
+    thread = seeded["thread"]
+    marco_on_a = await connect(a, seeded["cookies"]["marco"], thread)
+    olivia_on_b = await connect(b, seeded["cookies"]["olivia"], thread)
+
+    def finished_turns() -> int:
+        return sum(
+            1
+            for _, f in marco_on_a.events
+            if f["kind"] == "message"
+            and f["data"].get("role") == "assistant"
+            and f["data"].get("status") in ("complete", "error")
+        )
+
+    spreads = []
+    started = time.monotonic()
+    for burst in range(BURSTS):
+        texts = (f"burst-{burst}-marco", f"burst-{burst}-olivia")
+        sent = await _post_together((marco_on_a, texts[0]), (olivia_on_b, texts[1]))
+        replies = await asyncio.gather(*(future for _, future in sent))
+        spreads.append(max(t for t, _ in sent) - min(t for t, _ in sent))
+        assert all(r["ok"] for r in replies), replies
+        # Both messages reached the model, and every turn started so far has finished.
+        await wait_until(
+            lambda t=texts: (
+                any(set(t) <= _user_texts(r.body) for r in llm.requests)
+                and finished_turns() == len(llm.requests)
+            ),
+            timeout=60,
+        )
+    elapsed = time.monotonic() - started
+    assert max(spreads) < SIMULTANEOUS_WITHIN, spreads
+
+    # Never two model turns at once (the model server saw one request at a time) …
+    assert llm.max_in_flight == 1
+    # … and in the thread's event order no assistant message started while another one
+    # was still streaming.
+    open_message = None
+    for _, frame in sorted(marco_on_a.events, key=lambda e: e[1]["seq"]):
+        data = frame["data"]
+        if frame["kind"] != "message" or data.get("role") != "assistant":
+            continue
+        if data["status"] == "streaming":
+            assert open_message in (None, data["id"]), (open_message, data["id"])
+            open_message = data["id"]
+        elif data["id"] == open_message:
+            open_message = None
+
+    # Each turn answered something new (no message answered twice), every message was
+    # answered (nothing lost), and a burst took one turn — or two when the second post
+    # landed after the first turn had read the thread (folded into the next turn).
+    answered: set[str] = set()
+    turns_per_burst: dict[int, int] = {}
+    for request in llm.requests:
+        new = _user_texts(request.body) - answered
+        assert new, f"a turn answered nothing new: {sorted(_user_texts(request.body))[-4:]}"
+        answered |= new
+        for burst in {int(text.split("-")[1]) for text in new}:
+            turns_per_burst[burst] = turns_per_burst.get(burst, 0) + 1
+    everything = {f"burst-{i}-{who}" for i in range(BURSTS) for who in ("marco", "olivia")}
+    assert answered == everything
+    assert all(count in (1, 2) for count in turns_per_burst.values()), turns_per_burst
+    single = sum(1 for count in turns_per_burst.values() if count == 1)
+    print(
+        json.dumps(
+            {
+                "bursts": BURSTS,
+                "seconds": round(elapsed, 1),
+                "turns": len(llm.requests),
+                "bursts_in_one_turn": single,
+                "max_spread_ms": round(max(spreads) * 1000, 2),
+            }
+        )
+    )
+    await marco_on_a.close()
+    await olivia_on_b.close()
+
+
+async def _post_together(*posts) -> list[tuple[float, asyncio.Future]]:
+    """Send each (socket, text) message.post back to back; (time sent, reply future) each."""
+    sent = []
+    for sock, text in posts:
+        sock.counter += 1
+        rid = f"burst{sock.counter}"
+        future = asyncio.get_running_loop().create_future()
+        sock.replies[rid] = future
+        await sock.ws.send(json.dumps({"type": "message.post", "text": text, "rid": rid}))
+        sent.append((time.perf_counter(), asyncio.wait_for(future, 60)))
+    return sent
+
+
+def _check_database(server: LiveAtrium, seeded: dict) -> None:
+    thread = seeded["thread"]
+    ((holder, answered_up_to),) = db_rows(
+        server, f"select holder, answered_up_to from chat_turnlease where thread_id = {thread}"
+    )
+    ((newest,),) = db_rows(
+        server, f"select max(id) from chat_message where thread_id = {thread} and role = 'user'"
+    )
+    assert holder == ""  # the lease was released
+    assert answered_up_to == newest
+    ((failed,),) = db_rows(
+        server,
+        f"select count(*) from chat_message where thread_id = {thread} and status <> 'complete'",
+    )
+    assert failed == 0
