@@ -19,7 +19,11 @@ def test_select_rows_converts_like_the_orm(personas):
     from mcp_bridge.models import McpServer
 
     server = bridge.add_server(
-        name="Board", transport="stdio", command="python", args=["-c", "x"], env={"A": "${B}"}
+        name="Board",
+        transport="stdio",
+        command="python",
+        args=["-c", "x"],
+        env={"A": "${ATRIUM_MCP_B}"},
     )
     binding = services.create_binding(
         server=server,

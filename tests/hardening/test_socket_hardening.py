@@ -208,7 +208,9 @@ async def test_refusals_that_no_policy_decided_are_audited(personas, board_serve
     member = await open_socket(ws_connect, personas.member, personas.thread)
     attempts = [
         (viewer, {"type": "message.post", "text": "hello"}, "forbidden"),
-        (viewer, {"type": "approval.decide", "approvalId": 1, "decision": "approve"}, "forbidden"),
+        # Existence first (a viewer sees the thread's approvals anyway); a viewer's decision
+        # of a real approval is refused and audited by the service (tests/bindings/test_consent_matrix.py).
+        (viewer, {"type": "approval.decide", "approvalId": 1, "decision": "approve"}, "not_found"),
         (viewer, {"type": "tool.cancel", "toolCallId": 1}, "forbidden"),
         (member, {"type": "approval.decide", "approvalId": 999999, "decision": "approve"}, "not_found"),
         (member, {"type": "view.open", "toolCallId": 999999}, "not_found"),

@@ -323,7 +323,7 @@ allowed_csp = st.one_of(
     ),
     anything,
 )
-KEYWORDS = {"'self'", "'unsafe-inline'", "'none'", "data:"}
+KEYWORDS = {"'self'", "'unsafe-inline'", "'unsafe-eval'", "'none'", "data:", "blob:"}
 
 
 @FUZZ
@@ -331,8 +331,10 @@ KEYWORDS = {"'self'", "'unsafe-inline'", "'none'", "data:"}
 def test_csp_never_takes_keywords_or_wildcards_from_input(declared: Any, allowed: Any) -> None:
     result = build_csp(declared, allowed=allowed)
     script_sources = result.directives["script-src"]
-    assert script_sources[:2] == ["'self'", "'unsafe-inline'"]
-    for source in script_sources[2:]:
+    # The host's own sources (no network path: docs/sandbox.md), never taken from input.
+    host_sources = ["'self'", "'unsafe-inline'", "'unsafe-eval'", "blob:", "data:"]
+    assert script_sources[: len(host_sources)] == host_sources
+    for source in script_sources[len(host_sources) :]:
         assert validate_domain(source) == (source, None)
         assert source in result.effective["resourceDomains"]
     for name, sources in result.directives.items():
@@ -345,7 +347,11 @@ def test_csp_never_takes_keywords_or_wildcards_from_input(declared: Any, allowed
             assert validate_domain(source) == (source, None)
     header = result.header()
     assert header.count(";") == len(result.directives) - 1
-    assert "unsafe-eval" not in header and "strict-dynamic" not in header and "nonce-" not in header
+    assert "strict-dynamic" not in header and "nonce-" not in header
+    # 'unsafe-eval' is the host's own, in script-src only (no network path: docs/sandbox.md).
+    assert [name for name, sources in result.directives.items() if "'unsafe-eval'" in sources] == [
+        "script-src"
+    ]
     # Effective domains never exceed what was declared (allowed can only narrow).
     if allowed is not None:
         unrestricted = build_csp(declared)

@@ -39,7 +39,7 @@ def test_beat_expires_an_approval_nobody_touches(tmp_path):
 
 
 async def _scenario(server: LiveAtrium, seeded: dict) -> None:
-    from bench.harness import connect
+    from bench.harness import connect, open_view
 
     thread = seeded["thread"]
     owner = await connect(server, seeded["cookies"]["olivia"], thread)
@@ -56,13 +56,23 @@ async def _scenario(server: LiveAtrium, seeded: dict) -> None:
                 return data
         return None
 
-    posted = await owner.request(
-        {"type": "message.post", "text": '/call board.delete_item {"id": "ATR-101"}'}
+    # A person's own /call is consent (docs/consent.md): the approval comes from the
+    # board's view calling a destructive tool. Its reply waits for the approval, so the
+    # request runs in the background and is answered (refused) when the approval expires.
+    view = await open_view(owner, "/call board.list_items", "list_items")
+    asking = asyncio.ensure_future(
+        owner.request(
+            {
+                "type": "view.request",
+                "token": view["token"],
+                "method": "tools/call",
+                "params": {"name": "delete_item", "arguments": {"id": "ATR-101"}},
+            },
+            timeout=120,
+        )
     )
-    assert posted["ok"], posted
     await wait_until(lambda: call_with("awaiting_approval") is not None, timeout=60)
-    asked_at = time.monotonic()
-    await owner.close()  # nobody in the thread acts from now on
+    asked_at = time.monotonic()  # nobody in the thread acts from now on
 
     # The member, only listening, sees the call end when the approval expires.
     await wait_until(lambda: call_with("rejected") is not None, timeout=60)
@@ -77,4 +87,7 @@ async def _scenario(server: LiveAtrium, seeded: dict) -> None:
         server, "select count(*) from bindings_auditevent where event_type = 503"
     )
     assert expired_audits == 1
+    refused = await asking
+    assert refused["ok"] is False, refused
+    await owner.close()
     await member.close()
