@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -160,10 +161,19 @@ def digest_arguments(arguments: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+# PostgreSQL stores no NUL character in text or jsonb; refused input (a hostile frame's
+# type, a server's tool name) may carry one. It is kept visible as U+FFFD.
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def _text(value: str, limit: int) -> str:
+    return value.replace("\x00", "\ufffd")[:limit]
+
+
 def _bounded_extra(extra: dict[str, Any] | None) -> dict[str, Any]:
     if not extra:
         return {}
-    encoded = json.dumps(extra, default=str)
+    encoded = _JSON_NUL.sub(r"\1\\ufffd", json.dumps(extra, default=str))
     if len(encoded) <= MAX_EXTRA_BYTES:
         return json.loads(encoded)
     return {"truncated": True, "preview": encoded[:MAX_EXTRA_BYTES]}
@@ -196,14 +206,14 @@ def record(
             decision=str(decision),
             actor_kind=actor_kind,
             actor_user_id=actor_user_id,
-            actor_label=actor_label[:200],
+            actor_label=_text(actor_label, 200),
             workspace_id=workspace_id,
             thread_id=thread_id,
             binding_id=binding_id,
             server_id=server_id,
-            tool_name=tool_name[:200],
-            action=action[:40],
-            reason=reason[:200],
+            tool_name=_text(tool_name, 200),
+            action=_text(action, 40),
+            reason=_text(reason, 200),
             argument_digest=digest_arguments(arguments) if arguments is not None else "",
             latency_ms=latency_ms,
             extra=_bounded_extra(extra),

@@ -14,6 +14,7 @@ The bucket arithmetic is :func:`refill_and_take` (pure, unit-tested); both store
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import threading
 import time
@@ -22,6 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -176,9 +181,12 @@ def take(kind: str, key: str) -> Verdict:
         import redis
 
         _sync_client = redis.Redis.from_url(_redis_url())
-    raw = _sync_client.eval(
-        _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now(), AUDIT_EVERY
-    )
+    try:
+        raw = _sync_client.eval(
+            _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now(), AUDIT_EVERY
+        )
+    except _UNREACHABLE as exc:
+        return _unlimited(kind, exc)
     return _verdict(raw)
 
 
@@ -187,10 +195,24 @@ async def take_async(kind: str, key: str) -> Verdict:
     limit = limits()[kind]
     if not _redis_url():
         return _local.take(f"{kind}:{key}", limit, _now())
-    raw = await _async_client().eval(
-        _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now(), AUDIT_EVERY
-    )
+    try:
+        raw = await _async_client().eval(
+            _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now(), AUDIT_EVERY
+        )
+    except _UNREACHABLE as exc:
+        return _unlimited(kind, exc)
     return _verdict(raw)
+
+
+# A Redis that restarts or is briefly unreachable must not turn every request into an
+# internal error: the buckets fail open (logged) while redis-py reconnects. They limit
+# load; authority is decided by the policy, which does not depend on Redis.
+_UNREACHABLE = (RedisConnectionError, RedisTimeoutError)
+
+
+def _unlimited(kind: str, exc: Exception) -> Verdict:
+    log.warning("rate limit %s not applied: Redis unreachable (%s)", kind, exc)
+    return Verdict(allowed=True, retry_after=0.0)
 
 
 def reset_for_tests() -> None:

@@ -30,6 +30,11 @@ class Output:
     err: str
 
 
+def _last_audit_pk() -> int:
+    """Primary keys, not counts: PostgreSQL's sequences do not restart between tests."""
+    return AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
 def mcp(*args: str) -> Output:
     out, err = StringIO(), StringIO()
     call_command("mcp", *args, stdout=out, stderr=err)
@@ -87,7 +92,7 @@ def test_import_and_bind_is_idempotent_and_audited(personas, tmp_path: Path) -> 
     log = json.dumps([e.extra for e in AuditEvent.objects.all()])
     assert "s3cret" not in log and "Bearer k" not in log
 
-    before = AuditEvent.objects.count()
+    before = _last_audit_pk()
     again = mcp("import", path, "--bind", personas.workspace.slug, "--auto", "search")
     assert again.out.splitlines() == [
         "Unchanged 'files'.",
@@ -211,7 +216,7 @@ def test_bind_workspace_and_thread_idempotently(personas) -> None:
     ToolPolicy.objects.filter(binding=binding, tool_name="add_item").update(
         risk="write", approval="ask", visibility_override=["app"]
     )
-    before = AuditEvent.objects.count()
+    before = _last_audit_pk()
     second = mcp("bind", "board", "--workspace", ws, "--auto", "move_item", "--auto", "add_item")
     assert second.out.splitlines()[1] == "  runs without asking: add_item"
     policy = ToolPolicy.objects.get(binding=binding, tool_name="add_item")

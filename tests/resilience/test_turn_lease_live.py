@@ -37,6 +37,8 @@ def test_simultaneous_messages_on_two_processes_get_one_turn_at_a_time(tmp_path)
         "CELERY_BROKER_URL": f"{redis.url}/1",
         "ATRIUM_ASGI_PROCESSES": "2",
         "LOG_LEVEL": "WARNING",
+        # Each person posts once per burst, faster than a person may (docs/security.md).
+        "ATRIUM_RATE_LIMITS": json.dumps({"message": [4 * BURSTS, 100.0]}),
     }
     llm = FakeLLM("openai").start()
     # More answers than turns can ever be needed; each streams in a few pieces.
