@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,21 @@ import pytest
 from tests.live import CHROMIUM, CHROMIUM_ARGS, LiveAtrium
 
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts" / "screenshots"
+
+PRODUCTION = os.environ.get("ATRIUM_PROFILE") == "production"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The browser suite tests what a person sees and does, the same on either profile:
+    it runs once, in the embedded pass of CI (`.ci/run`), which keeps both passes within
+    CI's time. What differs per profile (PostgreSQL, Redis) is tested below the browser."""
+    if not PRODUCTION:
+        return
+    skip = pytest.mark.skip(reason="browser suite: runs once, in the embedded profile's pass")
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(skip)
 
 
 # Module scope, not session: Playwright's sync API keeps an asyncio loop running in the
