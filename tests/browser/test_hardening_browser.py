@@ -118,7 +118,9 @@ def test_request_modal_names_the_app_in_host_chrome(page_for, world, screenshots
     expect(dialog).to_be_visible(timeout=30_000)
     expect(dialog.locator(".view-modal-app")).to_have_text("Hardening")
     expect(dialog.locator(".view-modal-app-title")).to_have_text("Session expired — sign in again")
-    expect(app.locator("#out-modal[data-done='1']")).to_have_attribute("data-ok", "1")
+    expect(app.locator("#out-modal[data-done='1']")).to_have_attribute(
+        "data-ok", "1", timeout=30_000
+    )
     page.wait_for_function(
         "() => window.AtriumViews.list().some(v => v.modal && v.ready)", timeout=30_000
     )

