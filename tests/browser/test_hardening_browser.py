@@ -91,8 +91,10 @@ def _call(page: Any, target: str) -> None:
 
 def _open_view(page: Any) -> tuple[Any, Any]:
     _call(page, "hardening.hardening_view")
-    row = view_row(page, "hardening_view")
-    wait_ready(page, row, timeout=45_000)
+    call_id = wait_ready(page, view_row(page, "hardening_view"), timeout=45_000)
+    # Pinned to this call's row in the timeline: a modal opened later is another view of
+    # the same call, appended to the page, and must not be mistaken for it.
+    row = page.locator(f'#main .view-row[data-tool-call-id="{call_id}"]')
     return row, app_frame(row)
 
 
