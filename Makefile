@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
 
-.PHONY: run test test-production lint format bench install browser mcp-servers clean
+.PHONY: run test test-production lint format bench install browser nginx mcp-servers fleet clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,14 @@ browser:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's nginx for the fleet (`make fleet`, tests/fleet): the load balancer in front of the
+# daphne processes. Run as a child of scripts/fleet.sh, never as the system service.
+nginx:
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { \
+	  echo "Installing Debian nginx for the fleet..."; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nginx >/dev/null; }
+
 # Third-party MCP servers from npm (into tools/mcp-servers/node_modules, git-ignored).
 mcp-servers:
 	@bash tools/install-mcp-servers.sh
@@ -30,10 +38,18 @@ mcp-servers:
 run: $(STAMP)
 	@bash scripts/run.sh
 
-test: $(STAMP) browser mcp-servers
+test: $(STAMP) browser nginx mcp-servers
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_function_imports.py
 	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+
+# Production on one machine: nginx in front of 3 daphne, 2 Celery workers and beat on
+# PostgreSQL + Redis (docs/fleet.md). Ctrl-C stops it.
+fleet: $(STAMP) nginx mcp-servers
+	@bash scripts/fleet.sh
 
 # The same suite against PostgreSQL + Redis (channel layer and broker) on loopback.
 test-production: $(STAMP)
@@ -42,12 +58,15 @@ test-production: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_function_imports.py
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: $(STAMP) mcp-servers
+bench: $(STAMP) nginx mcp-servers
 	$(BIN)/python -m bench
 
 clean:

@@ -9,6 +9,7 @@ measurement, not a gate); 1 if a profile could not run at all.
     python -m bench                      # both profiles
     python -m bench --profiles embedded  # one
     python -m bench -- --calls 300       # arguments after -- go to bench.run
+    python -m bench worker_events        # one benchmark, both profiles
 """
 
 from __future__ import annotations
@@ -45,8 +46,13 @@ def _command(profile: str, extra: list[str]) -> tuple[list[str], dict[str, str]]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", nargs="*", default=["embedded", "production"])
-    args, extra = parser.parse_known_args()
-    extra = [a for a in extra if a != "--"]
+    parser.add_argument("benchmarks", nargs="*", help="only these (bench.run --only)")
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, extra = parser.parse_known_args(argv[:cut])
+    extra += argv[cut + 1 :]
+    if args.benchmarks:
+        extra += ["--only", *args.benchmarks]
     lines: list[str] = []
     failed_to_run: list[str] = []
     started = time.monotonic()

@@ -84,6 +84,8 @@ async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) 
         await asyncio.sleep(0.1)
     lost = 0
     gaps = 0
+    duplicates = 0
+    out_of_order = 0
     finals_missing = 0
     for thread, sock in sockets:
         seqs = [f["seq"] for _, f in sock.events]
@@ -91,6 +93,10 @@ async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) 
         expected = set(range(first, last_seq[thread] + 1))
         lost += len(expected - set(seqs))
         gaps += sum(1 for a, b in zip(seqs, seqs[1:], strict=False) if b != a + 1)
+        # Events committed by different processes may arrive out of seq order (the chat
+        # client replays on a jump and drops what it already applied): counted apart.
+        duplicates += len(seqs) - len(set(seqs))
+        out_of_order += sum(1 for a, b in zip(seqs, seqs[1:], strict=False) if b < a)
         for _, frame in sock.events:
             data = frame.get("data") or {}
             if frame.get("kind") == "toolcall" and data.get("origin") == "app_view":
@@ -115,6 +121,8 @@ async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) 
         "error_samples": errors[:5],
         "lost_events": lost,
         "seq_gaps": gaps,
+        "duplicate_events": duplicates,
+        "out_of_order_arrivals": out_of_order,
         "missing_final_events": finals_missing,
         "elapsed_s": elapsed,
         "calls_per_s": total / elapsed,

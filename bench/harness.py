@@ -125,20 +125,20 @@ from bindings import services as binding_services
 spec = json.loads(sys.stdin.read())
 U = get_user_model()
 owner = U.objects.create_user("bench-owner")
-workspace = services.create_workspace(name="Bench", owner=owner)
+workspace = services.workspace_create(name="Bench", owner=owner)
 users = [owner]
 for n in range(spec["members"] - 1):
     user = U.objects.create_user(f"bench-{n:03d}")
-    services.set_membership(workspace=workspace, user=user, role="member")
+    services.membership_set(workspace=workspace, user=user, role="member")
     users.append(user)
 threads = [
-    services.create_thread(workspace=workspace, title=f"bench {n}", actor=owner).pk
+    services.thread_create(workspace=workspace, title=f"bench {n}", actor=owner).pk
     for n in range(spec["threads"])
 ]
 servers = {}
 for slug, server in spec["servers"].items():
-    row = bridge.add_server(name=slug.title(), slug=slug, **server)
-    binding_services.create_binding(server=row, workspace=workspace)
+    row = bridge.server_add(name=slug.title(), slug=slug, **server)
+    binding_services.binding_create(server=row, workspace=workspace)
     servers[slug] = row.pk
 cookies = []
 for user in users:

@@ -4,9 +4,12 @@ Clock: from the raw result arriving at the host (bench.probe records when
 `gateway.call_tool` returns) to the client receiving the final `toolcall` event, whose
 media part is a placeholder (`asset.status == "staged"`) until the worker stores it.
 Memory: the daphne process's peak RSS (VmHWM, reset through /proc/<pid>/clear_refs just
-before the call) minus its RSS before the call, against the raw JSON text of the result
-plus one decoded copy of the payload. Also reported: daphne's RSS once the worker has
-stored the media, minus its RSS before (nothing should still hold the payload).
+before the call) minus its RSS before the call: the transport streams the base64 text to a
+spool file as it arrives, so the budget is a flat 16 MiB (the floor beside it is the raw
+JSON text, what a process holding the result once would need). The Celery worker's peak RSS
+growth (same method, until the media is ready) against one decoded copy. Also reported:
+daphne's RSS once the worker has stored the media, minus its RSS before (nothing should
+still hold the payload).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from pathlib import Path
 from typing import Any
 
 from .harness import BenchAtrium, Seeded, connect
@@ -37,6 +41,9 @@ async def run(server: BenchAtrium, seeded: Seeded, *, megabytes: int = 50) -> di
         assert reply["ok"], reply
         await _final(sock, reply["result"]["toolCallId"], 120)
     await asyncio.sleep(1.0)
+    worker = _worker_pid(server)
+    worker_before = _status(worker, "VmRSS")
+    _reset_peak(worker)
     rss_before = server.status("VmRSS")
     server.reset_peak_rss()
     started = time.time()
@@ -76,6 +83,7 @@ async def run(server: BenchAtrium, seeded: Seeded, *, megabytes: int = 50) -> di
                     break
             await asyncio.sleep(0.2)
     rss_after_ready = server.status("VmRSS")
+    worker_peak = _status(worker, "VmHWM")
     await sock.close()
     return {
         "megabytes": megabytes,
@@ -91,7 +99,26 @@ async def run(server: BenchAtrium, seeded: Seeded, *, megabytes: int = 50) -> di
         "decoded_mib": decoded / MIB,
         "rss_allowed_mib": (raw_json + decoded) / MIB,
         "rss_ratio": growth / (raw_json + decoded),
+        "worker_peak_growth_mib": (worker_peak - worker_before) / 1024,
+        "worker_ratio": (worker_peak - worker_before) * 1024 / decoded,
     }
+
+
+def _worker_pid(server: BenchAtrium) -> int:
+    (worker,) = [p for p in server.processes if "celery" in p.args and "worker" in p.args]
+    return worker.pid
+
+
+def _status(pid: int, key: str) -> int:
+    """A /proc/<pid>/status figure in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def _reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 async def _final(sock, call_id: int, timeout: float) -> tuple[float, dict[str, Any]]:

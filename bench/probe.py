@@ -5,7 +5,7 @@ daphne's own command line. With ``ATRIUM_BENCH_PROBE=<file>`` it appends one JSO
 observation:
 
 - ``{"ev": "broadcast", "seq", "kind", "t"}`` when a committed thread event is handed to
-  the channel layer (``chat.events.broadcast``: the "send time" of the fan-out benchmark);
+  the channel layer (``chat.thread_events.broadcast``: the "send time" of the fan-out benchmark);
 - ``{"ev": "result", "tool", "t"}`` when a tool call's raw result has arrived at the host
   (``mcp_bridge.gateway.call_tool`` returned: the start of the media benchmark's clock).
 
@@ -43,7 +43,7 @@ def install() -> None:
     write = _writer()
     if write is None:
         return
-    from chat import events
+    from chat import thread_events as events
     from mcp_bridge import gateway
 
     original_broadcast = events.broadcast

@@ -3,7 +3,7 @@
 Seeds 500 Markdown messages and 100 finished board tool calls with a view, then GETs the
 thread page over loopback (session cookie) repeatedly: the server time is the request's
 wall time (loopback HTTP adds well under a millisecond). Structural checks: the page holds
-no <iframe> (views mount lazily from static/chat/views.js, which watches the viewport with
+no <iframe> (app views mount lazily from static/chat/app_views/lazy_open.js, which watches the viewport with
 an IntersectionObserver) and no view HTML (documents are fetched by content hash).
 """
 
@@ -31,7 +31,7 @@ thread = Thread.objects.get(pk=spec["thread"])
 server = McpServer.objects.get(slug="board")
 owner = get_user_model().objects.get(username="bench-owner")
 html = Path(spec["html"]).read_text()
-resource = bridge.store_ui_resource(
+resource = bridge.ui_resource_store(
     server=server, uri="ui://board/app",
     read_result={"contents": [{"uri": "ui://board/app", "mimeType": "text/html;profile=mcp-app", "text": html}]},
 )
@@ -86,7 +86,7 @@ def run(server: BenchAtrium, seeded: Seeded, *, requests: int = 20) -> dict[str,
                 cold = elapsed  # first render after the seed: nothing cached yet
             if n >= 3:
                 timings.append(elapsed)
-    views_js = (ROOT / "static" / "chat" / "views.js").read_text()
+    lazy_open_js = (ROOT / "static" / "chat" / "app_views" / "lazy_open.js").read_text()
     return {
         "messages": 500,
         "views": 100,
@@ -95,5 +95,5 @@ def run(server: BenchAtrium, seeded: Seeded, *, requests: int = 20) -> dict[str,
         "page_bytes": len(page.encode()),
         "iframes_in_page": page.lower().count("<iframe"),
         "view_html_in_page": "<!doctype html" in page.lower().split("thread-snapshot", 1)[-1],
-        "lazy_mount": "IntersectionObserver" in views_js,
+        "lazy_mount": "IntersectionObserver" in lazy_open_js,
     }

@@ -17,7 +17,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import budgets, concurrency, fanout, media, render, roundtrip, viewmount
+from . import (
+    budgets,
+    concurrency,
+    fanout,
+    fleet,
+    media,
+    render,
+    roundtrip,
+    viewmount,
+    worker_events,
+)
 from .harness import BOARD, MEDIA, BenchAtrium, Seeded, seed, stdio_server
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -124,6 +134,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             view_server.stop()
             view_server.drop_database()
+    if "worker_events" in args.only:
+        _log(f"worker_events: {args.worker_calls} media results stored by a worker")
+        events_server = BenchAtrium(var_dir=work / "events-var", extra_env=extra).setup()
+        try:
+            events_seed = seed(
+                events_server, members=2, threads=1, servers={"media": stdio_server(MEDIA)}
+            )
+            events_server.start()
+            worker = events_server.start_worker()
+            results["worker_events"] = asyncio.run(
+                worker_events.run(
+                    events_server, events_seed, worker_pid=worker.pid, calls=args.worker_calls
+                )
+            )
+        finally:
+            events_server.stop()
+            events_server.drop_database()
     if "media" in args.only:
         _log(f"media: {args.megabytes} MB get_large")
         media_server = BenchAtrium(var_dir=work / "media-var", extra_env=extra).setup()
@@ -138,6 +165,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             media_server.stop()
             media_server.drop_database()
+    if "fleet" in args.only and production:
+        _log(f"fleet: {args.fleet_clients} clients through nginx over 3 daphne processes")
+        results["fleet"] = fleet.run(
+            clients=args.fleet_clients,
+            threads=args.fleet_threads,
+            per_client=args.per_client,
+        )
     results["machine"]["loadavg_end"] = os.getloadavg()
     results["budgets"] = budgets.rows(results)
     if not args.keep:
@@ -163,13 +197,25 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--clients", type=int, default=200)
     p.add_argument("--threads", type=int, default=10, help="threads the clients spread over")
     p.add_argument("--per-client", type=int, default=5, help="ui calls per client")
+    p.add_argument("--fleet-clients", type=int, default=600, help="fleet: clients via nginx")
+    p.add_argument("--fleet-threads", type=int, default=30, help="fleet: threads they spread over")
     p.add_argument("--megabytes", type=int, default=50)
+    p.add_argument("--worker-calls", type=int, default=60, help="worker_events: media results")
     p.add_argument("--view-samples", type=int, default=15, help="viewmount: measured views")
     p.add_argument("--redis-db", type=int, default=13, help="production: layer db (+1 broker)")
     p.add_argument(
         "--only",
         nargs="*",
-        default=["roundtrip", "fanout", "concurrency", "media", "render", "viewmount"],
+        default=[
+            "roundtrip",
+            "fanout",
+            "concurrency",
+            "worker_events",
+            "media",
+            "render",
+            "viewmount",
+            "fleet",
+        ],
     )
     p.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
     p.add_argument("--no-write", action="store_true")

@@ -3,7 +3,7 @@
 basic-vanillajs (`@modelcontextprotocol/server-basic-vanillajs`, stdio) with a warm
 server: each sample opens a fresh thread page (not timed), types `/call basic.get-time {}`
 and measures, in the page's own clock, from the Enter key to the moment the new view has
-finished its handshake (`ui/notifications/initialized`: AtriumViews reports `ready`).
+finished its handshake (`ui/notifications/initialized`: AtriumAppViews reports `ready`).
 That covers the tool call, the view's mount, the sandbox proxy page on the server's own
 origin, the document fetch and the app's start-up. The predicate is checked every frame
 (~16 ms resolution).
@@ -27,7 +27,7 @@ SERVER_JS = (
 WARMUP = 2
 
 NEW_VIEW_READY = """seen => {
-  const view = window.AtriumViews.list().find(v => !seen.includes(v.toolCallId) && v.ready);
+  const view = window.AtriumAppViews.list().find(v => !seen.includes(v.toolCallId) && v.ready);
   if (!view) return false;
   window.__viewReadyAt = window.__viewReadyAt || performance.now();
   return true;
@@ -43,14 +43,14 @@ def auto_approve(server: BenchAtrium) -> None:
         "from bindings.models import AppBinding\n"
         "from bindings import services\n"
         "b = AppBinding.objects.get(server__slug='basic')\n"
-        "services.set_tool_policy(binding=b, tool_name='get-time', approval='auto')\n"
+        "services.tool_policy_set(binding=b, tool_name='get-time', approval='auto')\n"
     )
 
 
 def _sample(page: Any, url: str) -> float:
     page.goto(url)
     page.wait_for_selector("#conn-indicator[data-state=live]")
-    seen = page.evaluate("() => window.AtriumViews.list().map(v => v.toolCallId)")
+    seen = page.evaluate("() => window.AtriumAppViews.list().map(v => v.toolCallId)")
     box = page.locator("#composer-input")
     box.fill("/call basic.get-time {}")
     page.evaluate("() => { window.__viewReadyAt = 0; window.__callAt = performance.now(); }")

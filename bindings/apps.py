@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class BindingsConfig(AppConfig):
     name = "bindings"
-    verbose_name = "Bindings and audit"
+    verbose_name = "Bindings"

@@ -1,4 +1,9 @@
-"""Authority: app bindings, tool policies, approvals and the append-only audit log."""
+"""Authority: app bindings, tool policies, approvals and allowances.
+
+A workspace, thread or tool call (``chat``, the layer above) is referred to by its id only,
+never by a foreign key, so bindings' migrations never depend on chat's. Deleting one of
+them deletes what refers to it through ``bindings.services`` (chat's receivers call it).
+"""
 
 from __future__ import annotations
 
@@ -28,15 +33,12 @@ class AppBinding(models.Model):
     server = models.ForeignKey(
         "mcp_bridge.McpServer", on_delete=models.CASCADE, related_name="bindings"
     )
-    workspace = models.ForeignKey(
-        "chat.Workspace", on_delete=models.CASCADE, related_name="bindings"
-    )
-    thread = models.ForeignKey(
-        "chat.Thread",
-        on_delete=models.CASCADE,
+    workspace_id = models.BigIntegerField(db_index=True, verbose_name="workspace")
+    thread_id = models.BigIntegerField(
         null=True,
         blank=True,
-        related_name="bindings",
+        db_index=True,
+        verbose_name="thread",
         help_text="Leave empty to bind to the whole workspace.",
     )
     enabled = models.BooleanField(default=True)
@@ -62,24 +64,24 @@ class AppBinding(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["workspace", "server"]
+        ordering = ["workspace_id", "server"]
         constraints = [
             # One binding per server and scope, so the binding that applies is never a guess.
             models.UniqueConstraint(
-                fields=["server", "workspace"],
-                condition=models.Q(thread__isnull=True),
+                fields=["server", "workspace_id"],
+                condition=models.Q(thread_id__isnull=True),
                 name="one_workspace_binding_per_server",
             ),
             models.UniqueConstraint(
-                fields=["server", "thread"],
-                condition=models.Q(thread__isnull=False),
+                fields=["server", "thread_id"],
+                condition=models.Q(thread_id__isnull=False),
                 name="one_thread_binding_per_server",
             ),
         ]
 
     def __str__(self) -> str:
         scope = f"thread {self.thread_id}" if self.thread_id else "workspace"
-        return f"{self.server} → {self.workspace} ({scope})"
+        return f"{self.server} → workspace {self.workspace_id} ({scope})"
 
     @property
     def scope(self) -> str:
@@ -118,10 +120,11 @@ class ApprovalStatus(models.TextChoices):
 
 
 class ApprovalRequest(models.Model):
-    thread = models.ForeignKey("chat.Thread", on_delete=models.CASCADE, related_name="approvals")
+    thread_id = models.BigIntegerField(db_index=True, verbose_name="thread")
     binding = models.ForeignKey(AppBinding, on_delete=models.CASCADE, related_name="approvals")
-    tool_call = models.OneToOneField(
-        "chat.ToolCall", on_delete=models.CASCADE, null=True, blank=True, related_name="approval"
+    # At most one approval per tool call (the call that waits for it).
+    tool_call_id = models.BigIntegerField(
+        null=True, blank=True, unique=True, verbose_name="tool call"
     )
     server = models.ForeignKey("mcp_bridge.McpServer", on_delete=models.CASCADE)
     tool_name = models.CharField(max_length=200)
@@ -170,12 +173,8 @@ class Allowance(models.Model):
     """
 
     binding = models.ForeignKey(AppBinding, on_delete=models.CASCADE, related_name="allowances")
-    workspace = models.ForeignKey(
-        "chat.Workspace", on_delete=models.CASCADE, related_name="allowances"
-    )
-    thread = models.ForeignKey(
-        "chat.Thread", null=True, blank=True, on_delete=models.CASCADE, related_name="allowances"
-    )
+    workspace_id = models.BigIntegerField(db_index=True, verbose_name="workspace")
+    thread_id = models.BigIntegerField(null=True, blank=True, db_index=True, verbose_name="thread")
     tool_name = models.CharField(max_length=200)
     granted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
@@ -202,7 +201,7 @@ class Allowance(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["binding", "tool_name", "revoked_at"]),
-            models.Index(fields=["thread", "revoked_at"]),
+            models.Index(fields=["thread_id", "revoked_at"]),
         ]
 
     def __str__(self) -> str:
@@ -217,91 +216,3 @@ class Allowance(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
-
-
-class AuditQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise PermissionError("Audit events are append-only: they cannot be changed.")
-
-    def delete(self):
-        raise PermissionError("Audit events are append-only: they cannot be deleted.")
-
-
-class AuditEvent(models.Model):
-    """Append-only. Written only by bindings.audit.record(), inside the change it records.
-
-    Foreign keys do not cascade and have no DB constraint: deleting a workspace or a
-    server must never rewrite or remove its history.
-    """
-
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    event_type = models.PositiveIntegerField(db_index=True)
-    actor_kind = models.CharField(max_length=20)  # user | model | app_view | system
-    actor_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    actor_label = models.CharField(max_length=200, blank=True)
-    workspace = models.ForeignKey(
-        "chat.Workspace",
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    thread = models.ForeignKey(
-        "chat.Thread",
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    binding = models.ForeignKey(
-        AppBinding,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    server = models.ForeignKey(
-        "mcp_bridge.McpServer",
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    tool_name = models.CharField(max_length=200, blank=True)
-    action = models.CharField(max_length=40, blank=True, db_index=True)
-    decision = models.CharField(max_length=10, db_index=True)
-    reason = models.CharField(max_length=200, blank=True)
-    argument_digest = models.CharField(max_length=64, blank=True)
-    latency_ms = models.FloatField(null=True, blank=True)
-    extra = models.JSONField(default=dict, blank=True)
-
-    objects = AuditQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [
-            models.Index(fields=["workspace", "created_at"]),
-            models.Index(fields=["decision", "created_at"]),
-        ]
-
-    def __str__(self) -> str:
-        return f"#{self.pk} {self.event_type} {self.decision}"
-
-    def save(self, *args, **kwargs) -> None:
-        if self.pk is not None:
-            raise PermissionError("Audit events are append-only: they cannot be changed.")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise PermissionError("Audit events are append-only: they cannot be deleted.")

@@ -139,7 +139,7 @@ from types import MappingProxyType
 from typing import Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
-from bindings.events import AuditEventType, Decision, event_type_for_action
+from audit.types import AuditEventType, Decision, event_type_for_action
 
 __all__ = [
     "ALWAYS_BLOCKED_SCHEMES",
@@ -983,12 +983,11 @@ def decide(
                 f"{tool.name} was approved.",
                 ApprovalBasis.GRANTED,
             )
-        remembered = (
+        if (
             allowance is not None
             and allowance.covers(binding=binding, tool=tool, thread=thread)
             and consults_allowance(tool, policy)
-        )
-        if remembered:
+        ):
             where = "this thread" if allowance.scope is Scope.THREAD else "this workspace"
             return result(
                 Outcome.ALLOW,

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
-from mcp_bridge.models import Tool
+from django.db.models import Q
+
+from audit.rows import OrNull, select_rows
+from mcp_bridge.models import McpServer, Tool
 
 from . import policy
-from .audit import select_rows
 from .models import Allowance, AppBinding, ToolPolicy
-from .services import active_allowance, binding_snap, tool_snap
 
 
 @dataclass
@@ -39,12 +41,148 @@ def policy_snap_of(row: ToolPolicy | None) -> policy.PolicySnap | None:
     if row is None:
         return None
     return policy.PolicySnap(
-        risk=row.risk or None,
-        approval=row.approval or None,
+        risk=policy.Risk(row.risk) if row.risk else None,
+        approval=policy.Approval(row.approval) if row.approval else None,
         visibility_override=(
             frozenset(row.visibility_override) if row.visibility_override is not None else None
         ),
     )
+
+
+# ------------------------------------------------------------------- binding precedence
+
+
+def applicable_bindings(rows: Iterable[AppBinding]) -> dict[int, AppBinding]:
+    """Per server, the binding that applies to a thread, from its thread's and its
+    workspace's bindings: the thread's own beats the workspace's. The one place this rule
+    lives — decided here, not by how the database sorts NULLs (SQLite and PostgreSQL
+    differ)."""
+    chosen: dict[int, AppBinding] = {}
+    for row in rows:
+        current = chosen.get(row.server_id)
+        if current is None or (current.thread_id is None and row.thread_id is not None):
+            chosen[row.server_id] = row
+    return chosen
+
+
+def binding_for(*, thread: Any, server_id: int) -> AppBinding | None:
+    """The binding of a server that applies to a thread (one lean statement, read fresh)."""
+    rows = select_rows(
+        AppBinding,
+        server_id=server_id,
+        workspace_id=thread.workspace_id,
+        thread_id=OrNull(thread.pk),
+    )
+    return applicable_bindings(rows).get(server_id)
+
+
+# ---------------------------------------------------------------------------- snapshots
+
+
+@overload
+def binding_snap(
+    binding: AppBinding, *, server_enabled: bool | None = None
+) -> policy.BindingSnap: ...
+@overload
+def binding_snap(
+    binding: AppBinding | None, *, server_enabled: bool | None = None
+) -> policy.BindingSnap | None: ...
+def binding_snap(
+    binding: AppBinding | None, *, server_enabled: bool | None = None
+) -> policy.BindingSnap | None:
+    """`server_enabled`: the bound server's flag, when the caller has just read the server
+    (else it is read here: a disabled server must decide the very next action)."""
+    if binding is None:
+        return None
+    allowed = binding.allowed_domains
+    flat: list[str] = []
+    if isinstance(allowed, list):
+        flat = [d for d in allowed if isinstance(d, str)]
+    elif isinstance(allowed, dict):
+        flat = [
+            d
+            for values in allowed.values()
+            if isinstance(values, list)
+            for d in values
+            if isinstance(d, str)
+        ]
+    return policy.BindingSnap(
+        id=binding.pk,
+        server_id=binding.server_id,
+        scope=policy.Scope(binding.scope),
+        workspace_id=binding.workspace_id,
+        thread_id=binding.thread_id,
+        enabled=binding.enabled,
+        enabled_tools=frozenset(binding.enabled_tools) if binding.enabled_tools else None,
+        allowed_link_schemes=frozenset(binding.allowed_link_schemes or ()),
+        deep_link_protocol=binding.deep_link_protocol or None,
+        ui_message_rate_limit=binding.ui_message_rate_limit,
+        granted_permissions=frozenset(binding.granted_permissions or ()),
+        allowed_domains=frozenset(flat),
+        server_enabled=_server_enabled(binding) if server_enabled is None else server_enabled,
+    )
+
+
+def _server_enabled(binding: AppBinding) -> bool:
+    if AppBinding.server.is_cached(binding):
+        return bool(binding.server.enabled)
+    return McpServer.objects.filter(pk=binding.server_id, enabled=True).exists()
+
+
+def tool_snap(tool: Any, server_id: int, name: str) -> policy.ToolSnap:
+    if tool is None:
+        return policy.ToolSnap(server_id=server_id, name=name, exists=False)
+    return policy.ToolSnap(
+        server_id=tool.server_id,
+        name=tool.name,
+        visibility=frozenset(tool.visibility or ()),
+        annotations=dict(tool.annotations or {}),
+        exists=bool(tool.present),
+    )
+
+
+def policy_snap(binding: AppBinding | None, tool_name: str | None) -> policy.PolicySnap | None:
+    if binding is None or not tool_name:
+        return None
+    row = ToolPolicy.objects.filter(binding=binding, tool_name=tool_name).first()
+    if row is None:
+        return None
+    return policy.PolicySnap(
+        risk=policy.Risk(row.risk) if row.risk else None,
+        approval=policy.Approval(row.approval) if row.approval else None,
+        visibility_override=(
+            frozenset(row.visibility_override) if row.visibility_override is not None else None
+        ),
+    )
+
+
+def allowance_snap(row: Allowance | None) -> policy.AllowanceSnap | None:
+    if row is None:
+        return None
+    return policy.AllowanceSnap(
+        id=row.pk,
+        binding_id=row.binding_id,
+        tool_name=row.tool_name,
+        scope=policy.Scope(row.scope),
+        workspace_id=row.workspace_id,
+        thread_id=row.thread_id,
+    )
+
+
+def active_allowance(*, binding_id: int, thread: Any, tool_name: str) -> Allowance | None:
+    """The unrevoked allowance of a tool under a binding that applies to a thread (the
+    thread's own before the workspace's), read fresh: one lean statement, never cached, so
+    a revocation by any process decides the very next call."""
+    rows = select_rows(
+        Allowance,
+        binding_id=binding_id,
+        tool_name=tool_name,
+        revoked_at=None,
+        workspace_id=thread.workspace_id,
+        thread_id=OrNull(thread.pk),
+    )
+    rows.sort(key=lambda row: (row.thread_id is None, row.pk))
+    return rows[0] if rows else None
 
 
 @dataclass(frozen=True)
@@ -62,34 +200,23 @@ class CallAuthority:
 def call_authority(
     *, thread: Any, server_id: int, tool_name: str, actor_kind: str = ""
 ) -> CallAuthority:
-    """The rows ``authorize()`` decides a tool call with, read fresh for every call.
+    """The rows ``action_authorize()`` decides a tool call with, read fresh for every call.
 
     The allowance is read only when one could decide the call (``policy.consults_allowance``;
     never for a person's own call, which is its own consent).
 
     Deliberately not cached: three or four lean statements (~0.05 ms each, see
-    ``bindings.audit.select_rows``) cost less than checking a cache's freshness would, and a
+    ``audit.rows.select_rows``) cost less than checking a cache's freshness would, and a
     binding disabled, a policy changed, an allowance revoked or a tool removed — by any
     process, through the admin, a service or a plain ``QuerySet.update()`` — decides the
     very next call.
     """
-    binding = None
-    for row in select_rows(
-        AppBinding,
-        "server_id = %s AND workspace_id = %s AND (thread_id = %s OR thread_id IS NULL)",
-        [server_id, thread.workspace_id, thread.pk],
-    ):
-        if binding is None or row.thread_id is not None:
-            binding = row  # a thread binding beats the workspace's (whatever NULLs sort as)
+    binding = binding_for(thread=thread, server_id=server_id)
     rule = None
     if binding is not None and tool_name:
-        rules = select_rows(
-            ToolPolicy, "binding_id = %s AND tool_name = %s", [binding.pk, tool_name]
-        )
+        rules = select_rows(ToolPolicy, binding_id=binding.pk, tool_name=tool_name)
         rule = policy_snap_of(rules[0]) if rules else None
-    tools = select_rows(
-        Tool, "server_id = %s AND name = %s AND present = %s", [server_id, tool_name, True]
-    )
+    tools = select_rows(Tool, server_id=server_id, name=tool_name, present=True)
     tool = tools[0] if tools else None
     allowance = None
     if (
@@ -103,27 +230,12 @@ def call_authority(
 
 
 def bindings_for_thread(thread: Any) -> list[AppBinding]:
-    """One binding per server: a thread binding beats the workspace binding."""
-    chosen: dict[int, AppBinding] = {}
-    rows = AppBinding.objects.filter(workspace_id=thread.workspace_id).select_related("server")
-    for binding in rows:
-        if binding.thread_id not in (None, thread.pk):
-            continue
-        current = chosen.get(binding.server_id)
-        if current is None or (current.thread_id is None and binding.thread_id is not None):
-            chosen[binding.server_id] = binding
+    """One enabled binding per enabled server: the one that applies to the thread."""
+    rows = AppBinding.objects.filter(workspace_id=thread.workspace_id).filter(
+        Q(thread_id=thread.pk) | Q(thread_id__isnull=True)
+    )
+    chosen = applicable_bindings(rows.select_related("server"))
     return [b for b in chosen.values() if b.enabled and b.server.enabled]
-
-
-async def ensure_thread_catalogues(thread: Any) -> None:
-    """Make sure every server bound to the thread has its catalogue loaded."""
-    from channels.db import database_sync_to_async
-
-    from mcp_bridge import gateway
-
-    bindings = await database_sync_to_async(bindings_for_thread)(thread)
-    for binding in bindings:
-        await gateway.ensure_catalogue(binding.server)
 
 
 def offered_tools(*, thread: Any, role: str | None, audience: str = "model") -> list[OfferedTool]:
@@ -141,7 +253,9 @@ def offered_tools(*, thread: Any, role: str | None, audience: str = "model") -> 
     ).select_related("server")
     by_server = {b.server_id: b for b in bindings}
     thread_ref = policy.ThreadRef(id=thread.pk, workspace_id=thread.workspace_id)
-    actor = policy.Actor(kind="model", user_id=None, role=role)
+    actor = policy.Actor(
+        kind=policy.ActorKind.MODEL, user_id=None, role=policy.Role(role) if role else None
+    )
     for tool in tools:
         binding = by_server[tool.server_id]
         row = policies.get((binding.pk, tool.name))

@@ -1,6 +1,6 @@
 """Authority services: bindings, the decision of every action, approvals.
 
-`authorize()` is the one door: it builds frozen snapshots from the database, asks the pure
+`action_authorize()` is the one door: it builds frozen snapshots from the database, asks the pure
 policy engine (`bindings.policy.decide`), and writes the audit row of the decision.
 Callers act only on `decision.allowed`.
 """
@@ -8,21 +8,31 @@ Callers act only on `decision.allowed`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
+from audit.types import AuditEventType, Decision, event_type_for_action
+from audit.writer import digest_arguments, record
+from mcp_bridge import gateway
 from mcp_bridge.csp import parse_permissions
-from mcp_bridge.models import McpServer
+from mcp_bridge.models import Tool
 
 from . import policy
-from .audit import digest_arguments, record, select_rows
-from .events import AuditEventType, Decision, event_type_for_action
 from .models import Allowance, AppBinding, ApprovalRequest, ApprovalStatus, ToolPolicy
+from .selectors import (
+    active_allowance,
+    allowance_snap,
+    binding_for,
+    binding_snap,
+    bindings_for_thread,
+    policy_snap,
+    tool_snap,
+)
 from .signals import allowances_changed, approvals_cancelled
 
 
@@ -36,7 +46,7 @@ class BindingError(Exception):
 # ----------------------------------------------------------------------------- bindings
 
 
-def create_binding(
+def binding_create(
     *,
     server: Any,
     workspace: Any,
@@ -55,8 +65,8 @@ def create_binding(
     with transaction.atomic():
         binding = AppBinding.objects.create(
             server=server,
-            workspace=workspace,
-            thread=thread,
+            workspace_id=workspace.pk,
+            thread_id=getattr(thread, "pk", None),
             enabled_tools=enabled_tools,
             allowed_domains=allowed_domains,
             granted_permissions=list(granted_permissions or []),
@@ -129,7 +139,7 @@ def _record_binding_event(
     )
 
 
-def update_binding(
+def binding_update(
     *,
     binding_id: int,
     changes: dict[str, Any],
@@ -168,7 +178,7 @@ def update_binding(
     return binding
 
 
-def set_bindings_enabled(
+def binding_set_enabled(
     *, binding_ids: list[int], enabled: bool, actor: Any = None, actor_label: str = ""
 ) -> int:
     """Enable or disable several bindings; returns how many actually changed."""
@@ -178,7 +188,7 @@ def set_bindings_enabled(
             binding = AppBinding.objects.select_for_update().filter(pk=pk).first()
             if binding is None or binding.enabled == enabled:
                 continue
-            update_binding(
+            binding_update(
                 binding_id=pk,
                 changes={"enabled": enabled},
                 actor=actor,
@@ -189,7 +199,7 @@ def set_bindings_enabled(
     return changed
 
 
-def remove_binding(*, binding_id: int, actor: Any = None, actor_label: str = "") -> bool:
+def binding_remove(*, binding_id: int, actor: Any = None, actor_label: str = "") -> bool:
     """Delete a binding. Its pending approvals are cancelled first (audited, and the calls
     waiting on them end as rejected), so nobody is left approving a call that can no
     longer run. The audit row keeps the removed settings and policies."""
@@ -245,7 +255,7 @@ def remove_binding(*, binding_id: int, actor: Any = None, actor_label: str = "")
     return True
 
 
-def set_tool_policy(
+def tool_policy_set(
     *,
     binding: AppBinding,
     tool_name: str,
@@ -287,6 +297,29 @@ def set_tool_policy(
     return row
 
 
+def tool_policy_remove(
+    *, binding: AppBinding, tool_name: str, actor: Any = None, actor_label: str = ""
+) -> bool:
+    """Remove a tool's policy row under a binding (the tool falls back to what it declares),
+    audited as POLICY_CHANGED. Returns whether there was a row."""
+    with transaction.atomic():
+        removed, _ = ToolPolicy.objects.filter(binding=binding, tool_name=tool_name).delete()
+        if removed:
+            record(
+                event_type=AuditEventType.POLICY_CHANGED,
+                decision=Decision.ALLOWED,
+                **_actor_fields(actor, actor_label),
+                workspace_id=binding.workspace_id,
+                binding_id=binding.pk,
+                server_id=binding.server_id,
+                tool_name=tool_name,
+                action="admin" if actor_label == "admin" else "binding",
+                reason="policy_removed",
+                extra={"removed": True, "via": actor_label or "service"},
+            )
+    return bool(removed)
+
+
 @dataclass(frozen=True)
 class EnsuredBinding:
     binding: AppBinding
@@ -295,7 +328,7 @@ class EnsuredBinding:
     auto_approved: tuple[str, ...] = ()
 
 
-def ensure_binding(
+def binding_ensure(
     *,
     server: Any,
     workspace: Any,
@@ -329,13 +362,13 @@ def ensure_binding(
         ).first()
         created = binding is None
         if binding is None:
-            binding = create_binding(server=server, workspace=workspace, thread=thread, actor=actor)
+            binding = binding_create(server=server, workspace=workspace, thread=thread, actor=actor)
         auto_approved: list[str] = []
         for tool_name in dict.fromkeys(auto_tools):
             current = ToolPolicy.objects.filter(binding=binding, tool_name=tool_name).first()
             if current is not None and current.approval == policy.Approval.AUTO:
                 continue
-            set_tool_policy(
+            tool_policy_set(
                 binding=binding,
                 tool_name=tool_name,
                 risk=current.risk if current else "",
@@ -347,120 +380,25 @@ def ensure_binding(
     return EnsuredBinding(binding, created, tuple(auto_approved))
 
 
-def binding_for(*, thread: Any, server_id: int) -> AppBinding | None:
-    """The binding of a server that applies to a thread: a thread binding beats the
-    workspace's."""
-    rows = list(
-        AppBinding.objects.filter(server_id=server_id, workspace_id=thread.workspace_id)
-        .filter(models_q_thread(thread.pk))
-        .order_by(F("thread_id").desc(nulls_last=True))
-    )
-    return rows[0] if rows else None
+# ------------------------------------------------------------------- workspaces, threads
 
 
-def models_q_thread(thread_id: int):
-    from django.db.models import Q
-
-    return Q(thread_id=thread_id) | Q(thread__isnull=True)
-
-
-# ---------------------------------------------------------------------------- snapshots
-
-
-def binding_snap(
-    binding: AppBinding | None, *, server_enabled: bool | None = None
-) -> policy.BindingSnap | None:
-    """`server_enabled`: the bound server's flag, when the caller has just read the server
-    (else it is read here: a disabled server must decide the very next action)."""
-    if binding is None:
-        return None
-    allowed = binding.allowed_domains
-    flat: list[str] = []
-    if isinstance(allowed, list):
-        flat = [d for d in allowed if isinstance(d, str)]
-    elif isinstance(allowed, dict):
-        flat = [
-            d
-            for values in allowed.values()
-            if isinstance(values, list)
-            for d in values
-            if isinstance(d, str)
-        ]
-    return policy.BindingSnap(
-        id=binding.pk,
-        server_id=binding.server_id,
-        scope=binding.scope,
-        workspace_id=binding.workspace_id,
-        thread_id=binding.thread_id,
-        enabled=binding.enabled,
-        enabled_tools=frozenset(binding.enabled_tools) if binding.enabled_tools else None,
-        allowed_link_schemes=frozenset(binding.allowed_link_schemes or ()),
-        deep_link_protocol=binding.deep_link_protocol or None,
-        ui_message_rate_limit=binding.ui_message_rate_limit,
-        granted_permissions=frozenset(binding.granted_permissions or ()),
-        allowed_domains=frozenset(flat),
-        server_enabled=_server_enabled(binding) if server_enabled is None else server_enabled,
-    )
+def workspace_bindings_delete(*, workspace_id: int) -> None:
+    """A workspace is being deleted (chat calls this in the deleting transaction): its
+    bindings go, and with them their policies, approvals and allowances. Not audited: the
+    workspace's deletion is the change; its audit history stays."""
+    with transaction.atomic():
+        Allowance.objects.filter(workspace_id=workspace_id).delete()
+        AppBinding.objects.filter(workspace_id=workspace_id).delete()
 
 
-def _server_enabled(binding: AppBinding) -> bool:
-    if AppBinding.server.is_cached(binding):
-        return bool(binding.server.enabled)
-    return McpServer.objects.filter(pk=binding.server_id, enabled=True).exists()
-
-
-def tool_snap(tool: Any, server_id: int, name: str) -> policy.ToolSnap:
-    if tool is None:
-        return policy.ToolSnap(server_id=server_id, name=name, exists=False)
-    return policy.ToolSnap(
-        server_id=tool.server_id,
-        name=tool.name,
-        visibility=frozenset(tool.visibility or ()),
-        annotations=dict(tool.annotations or {}),
-        exists=bool(tool.present),
-    )
-
-
-def policy_snap(binding: AppBinding | None, tool_name: str | None) -> policy.PolicySnap | None:
-    if binding is None or not tool_name:
-        return None
-    row = ToolPolicy.objects.filter(binding=binding, tool_name=tool_name).first()
-    if row is None:
-        return None
-    return policy.PolicySnap(
-        risk=row.risk or None,
-        approval=row.approval or None,
-        visibility_override=(
-            frozenset(row.visibility_override) if row.visibility_override is not None else None
-        ),
-    )
-
-
-def allowance_snap(row: Allowance | None) -> policy.AllowanceSnap | None:
-    if row is None:
-        return None
-    return policy.AllowanceSnap(
-        id=row.pk,
-        binding_id=row.binding_id,
-        tool_name=row.tool_name,
-        scope=row.scope,
-        workspace_id=row.workspace_id,
-        thread_id=row.thread_id,
-    )
-
-
-def active_allowance(*, binding_id: int, thread: Any, tool_name: str) -> Allowance | None:
-    """The unrevoked allowance of a tool under a binding that applies to a thread (the
-    thread's own before the workspace's), read fresh: one lean statement, never cached, so
-    a revocation by any process decides the very next call."""
-    rows = select_rows(
-        Allowance,
-        "binding_id = %s AND tool_name = %s AND revoked_at IS NULL"
-        " AND workspace_id = %s AND (thread_id = %s OR thread_id IS NULL)",
-        [binding_id, tool_name, thread.workspace_id, thread.pk],
-    )
-    rows.sort(key=lambda row: (row.thread_id is None, row.pk))
-    return rows[0] if rows else None
+def thread_bindings_delete(*, thread_id: int) -> None:
+    """A thread is being deleted (chat calls this in the deleting transaction): its own
+    bindings, its approvals and its allowances go (the workspace's bindings stay)."""
+    with transaction.atomic():
+        Allowance.objects.filter(thread_id=thread_id).delete()
+        ApprovalRequest.objects.filter(thread_id=thread_id).delete()
+        AppBinding.objects.filter(thread_id=thread_id).delete()
 
 
 @dataclass
@@ -477,7 +415,7 @@ class Authorization:
 ACTOR_LABELS = {"user": "user", "model": "model", "app_view": "app view"}
 
 
-def authorize(
+def action_authorize(
     *,
     action_kind: policy.ActionKind | str,
     actor_kind: str,
@@ -521,7 +459,10 @@ def authorize(
         allowance = None
     decision = policy.decide(
         actor=policy.Actor(
-            kind=actor_kind, user_id=getattr(user, "pk", None), role=role, view=view_ref
+            kind=policy.ActorKind(actor_kind),
+            user_id=getattr(user, "pk", None),
+            role=policy.Role(role) if role else None,
+            view=view_ref,
         ),
         thread=policy.ThreadRef(id=thread.pk, workspace_id=thread.workspace_id),
         binding=binding_snap(binding, server_enabled=server_enabled),
@@ -529,7 +470,7 @@ def authorize(
         # `preread`: the rows the caller just read (bindings.selectors.call_authority).
         policy=policy_snap(binding, name) if preread is None else preread.policy,
         action=policy.Action(
-            kind=action_kind,
+            kind=policy.ActionKind(action_kind),
             server_id=server_id,
             tool_name=name,
             arguments=arguments,
@@ -576,7 +517,7 @@ def authorize(
     return Authorization(decision=decision, binding=binding, audit_id=audit_id)
 
 
-def record_refused_request(
+def request_record_refused(
     *,
     action_kind: policy.ActionKind | str,
     actor_kind: str,
@@ -606,7 +547,7 @@ def record_refused_request(
     return event.pk
 
 
-def record_action_refused(
+def action_record_refused(
     *,
     user: Any,
     workspace_id: int | None,
@@ -637,7 +578,21 @@ def record_action_refused(
     return event.pk
 
 
-def record_rate_limited(
+def socket_record_refused(*, user: Any, thread_id: int, reason: str) -> None:
+    """Audit a refused thread socket (an outsider, or a thread that does not exist: the
+    same row either way, with the thread asked for)."""
+    authenticated = getattr(user, "is_authenticated", False)
+    record(
+        event_type=AuditEventType.SOCKET_REJECTED,
+        decision=Decision.DENIED,
+        actor_kind="user" if authenticated else "system",
+        actor_user_id=user.pk if authenticated else None,
+        reason=reason,
+        extra={"thread_id": thread_id},
+    )
+
+
+def rate_limit_record(
     *,
     user: Any,
     workspace_id: int | None,
@@ -646,7 +601,7 @@ def record_rate_limited(
     refused_since_last: int,
 ) -> int:
     """Audit a rate-limited request (the first of a burst; see bindings.ratelimit)."""
-    return record_action_refused(
+    return action_record_refused(
         user=user,
         workspace_id=workspace_id,
         thread_id=thread_id,
@@ -660,7 +615,7 @@ def record_rate_limited(
 # ---------------------------------------------------------------------------- approvals
 
 
-def create_approval(
+def approval_create(
     *,
     thread: Any,
     binding: AppBinding,
@@ -674,9 +629,9 @@ def create_approval(
 ) -> ApprovalRequest:
     with transaction.atomic():
         approval = ApprovalRequest.objects.create(
-            thread=thread,
+            thread_id=thread.pk,
             binding=binding,
-            tool_call=tool_call,
+            tool_call_id=getattr(tool_call, "pk", None),
             server_id=server_id,
             tool_name=tool_name,
             arguments=arguments,
@@ -704,7 +659,7 @@ def create_approval(
     return approval
 
 
-def decide_approval(
+def approval_record_decision(
     *,
     approval_id: int,
     decider: Any,
@@ -760,7 +715,7 @@ def _refuse_decision(approval: ApprovalRequest, *, decider: Any, role: str | Non
         event_type=AuditEventType.APPROVAL_DECISION_REFUSED,
         decision=Decision.DENIED,
         **_actor_fields(decider, "user"),
-        workspace_id=approval.thread.workspace_id,
+        workspace_id=approval.binding.workspace_id,
         thread_id=approval.thread_id,
         binding_id=approval.binding_id,
         server_id=approval.server_id,
@@ -775,8 +730,6 @@ def _refuse_decision(approval: ApprovalRequest, *, decider: Any, role: str | Non
 def approval_offers(approval: ApprovalRequest, *, role: str | None) -> tuple[str, ...]:
     """The scopes at which ``role`` may remember consent when deciding ``approval``
     (empty: *Approve once* only). Reads the tool's catalogue row and policy afresh."""
-    from mcp_bridge.models import Tool
-
     binding = approval.binding
     tool = Tool.objects.filter(server_id=approval.server_id, name=approval.tool_name).first()
     scopes = policy.grantable_scopes(
@@ -831,7 +784,7 @@ def _create_allowance(
     """Remember the consent just given (the caller holds the approval's lock). An active
     allowance of the same tool at the same scope is reused, not duplicated."""
     thread_id = approval.thread_id if scope == policy.Scope.THREAD else None
-    workspace_id = approval.thread.workspace_id
+    workspace_id = approval.binding.workspace_id
     existing = (
         Allowance.objects.select_for_update()
         .filter(
@@ -882,7 +835,7 @@ def _refuse_allowance(
         event_type=AuditEventType.ALLOWANCE_REFUSED,
         decision=Decision.DENIED,
         **_actor_fields(decider, "user"),
-        workspace_id=approval.thread.workspace_id,
+        workspace_id=approval.binding.workspace_id,
         thread_id=approval.thread_id,
         binding_id=approval.binding_id,
         server_id=approval.server_id,
@@ -894,7 +847,7 @@ def _refuse_allowance(
     return BindingError(code, message)
 
 
-def revoke_allowance(
+def allowance_revoke(
     *,
     allowance_id: int,
     actor: Any,
@@ -975,14 +928,16 @@ def covered_pending_approvals(*, approval: ApprovalRequest, scope: str) -> list[
         binding_id=approval.binding_id,
         tool_name=approval.tool_name,
         status=ApprovalStatus.PENDING,
-        thread__workspace_id=approval.thread.workspace_id,
+        binding__workspace_id=approval.binding.workspace_id,
     ).exclude(pk=approval.pk)
     if scope == policy.Scope.THREAD:
         pending = pending.filter(thread_id=approval.thread_id)
     return list(pending.order_by("pk").values_list("pk", flat=True))
 
 
-def _decide(approval: ApprovalRequest, *, decider: Any, approve: bool, reason: str, now) -> None:
+def _decide(
+    approval: ApprovalRequest, *, decider: Any, approve: bool, reason: str, now: datetime
+) -> None:
     approval.status = ApprovalStatus.APPROVED if approve else ApprovalStatus.REJECTED
     approval.decided_by = decider
     approval.decided_at = now
@@ -996,7 +951,7 @@ def _decide(approval: ApprovalRequest, *, decider: Any, approve: bool, reason: s
         decision=Decision.APPROVED if approve else Decision.REJECTED,
         actor_kind="user",
         actor_user_id=decider.pk,
-        workspace_id=approval.thread.workspace_id,
+        workspace_id=approval.binding.workspace_id,
         thread_id=approval.thread_id,
         binding_id=approval.binding_id,
         server_id=approval.server_id,
@@ -1009,14 +964,14 @@ def _decide(approval: ApprovalRequest, *, decider: Any, approve: bool, reason: s
     )
 
 
-def _expire(approval: ApprovalRequest, now) -> None:
+def _expire(approval: ApprovalRequest, now: datetime) -> None:
     approval.status = ApprovalStatus.EXPIRED
     approval.decided_at = now
     approval.save(update_fields=["status", "decided_at"])
     record(
         event_type=AuditEventType.APPROVAL_EXPIRED,
         decision=Decision.REJECTED,
-        workspace_id=approval.thread.workspace_id,
+        workspace_id=approval.binding.workspace_id,
         thread_id=approval.thread_id,
         binding_id=approval.binding_id,
         server_id=approval.server_id,
@@ -1026,16 +981,26 @@ def _expire(approval: ApprovalRequest, now) -> None:
         arguments=approval.arguments,
         extra={"approval_id": approval.pk},
     )
+    if approval.tool_call_id is not None:
+        # Its call ends rejected in this transaction (chat follows the signal).
+        approvals_cancelled.send(
+            sender=ApprovalRequest,
+            tool_call_ids=[approval.tool_call_id],
+            code="approval_expired",
+            message="Nobody approved this call in time; it did not run.",
+        )
 
 
-def expire_due_approvals(*, thread_id: int | None = None) -> list[ApprovalRequest]:
+def approval_expire_due(*, thread_id: int | None = None) -> list[ApprovalRequest]:
+    """Expire overdue approvals — the thread's, or every thread's (the beat sweep) —
+    audited; their calls end rejected in the same transaction."""
     expired = []
     now = timezone.now()
     due = ApprovalRequest.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=now)
     if thread_id is not None:
         due = due.filter(thread_id=thread_id)
     with transaction.atomic():
-        for approval in due.select_for_update().select_related("thread"):
+        for approval in due.select_for_update(of=("self",)).select_related("binding"):
             _expire(approval, now)
             expired.append(approval)
     return expired
@@ -1044,7 +1009,7 @@ def expire_due_approvals(*, thread_id: int | None = None) -> list[ApprovalReques
 GRANTING_ROLES = ("owner",)
 
 
-def grant_view_permissions(
+def app_view_permissions_grant(
     *,
     binding_id: int,
     permissions: list[str],
@@ -1085,7 +1050,7 @@ def grant_view_permissions(
         raise BindingError(*problem)
     with transaction.atomic():
         granted = sorted(set(binding.granted_permissions or []) | set(wanted))
-        binding = update_binding(
+        binding = binding_update(
             binding_id=binding.pk,
             changes={"granted_permissions": granted},
             actor=actor,
@@ -1104,3 +1069,13 @@ def grant_view_permissions(
             extra=extra,
         )
     return binding
+
+
+# ---------------------------------------------------------------------------- catalogues
+
+
+async def thread_catalogues_ensure(*, thread: Any) -> None:
+    """Have the catalogue of every server bound to the thread loaded (asked of a server
+    that was never listed; stored by ``mcp_bridge``'s catalogue service)."""
+    for binding in await database_sync_to_async(bindings_for_thread)(thread):
+        await gateway.ensure_catalogue(binding.server)

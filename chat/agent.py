@@ -5,10 +5,13 @@
 (``runtime.spawn("agent:<thread id>")``), never inside the socket handler.
 
 One turn per thread at a time, across every process: a turn runs only while its process
-holds the thread's lease (:mod:`chat.turn_lease`, fenced writes). A message posted while a
+holds the thread's lease (:mod:`chat.services.turn_lease`, fenced writes). A message posted while a
 turn runs — here or in another process — is not lost and not answered twice: it is
 *folded into the next turn* — when the running turn ends, one more turn starts for the
 thread, built from the thread as it is then (so it sees every message posted meanwhile).
+A message stored before the running turn's first output instead *supersedes* its model
+request: the request is dropped unread and made again with both (``run_turn``), so
+messages posted together get one answer.
 
 A turn:
 
@@ -25,7 +28,7 @@ A turn:
    ``message`` event has status ``complete`` and the rendered HTML. A tool with a view gets
    its call row (status ``streaming``, so its view mounts) as soon as the model starts the
    call; the partial arguments are stored on it, and the decision fills that row in.
-3. Runs the tool calls in order through ``toolcalls.start_tool_call(origin="model")`` —
+3. Runs the tool calls in order through ``tool_calls.tool_call_start(origin="model")`` —
    the same policy and approval flow as every other call — and waits for each to end
    (an approval may take up to ``ATRIUM_APPROVAL_TTL``); a refused call's reason goes back
    to the model as an error result.
@@ -54,12 +57,13 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db.models import Q
 
-from bindings.selectors import OfferedTool, ensure_thread_catalogues, offered_tools
+from bindings.selectors import OfferedTool, offered_tools
+from bindings.services import thread_catalogues_ensure
 from mcp_bridge import gateway
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.normalize import model_content
 
-from . import runtime, toolcalls, turn_lease, turns, waiters
+from . import runtime, waiters
 from .models import (
     Membership,
     Message,
@@ -92,6 +96,7 @@ from .providers.base import (
     assign_tool_names,
     wire_tool_name,
 )
+from .services import tool_calls, turn_lease, turns
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +108,7 @@ MAX_HISTORY_CHARS = 150_000  # the oldest parts of a long thread are left out
 MAX_CONTEXT_CHARS = 4_000  # per view's model context
 MAX_CONTEXT_VIEWS = 20  # the most recently updated views
 MAX_DESCRIPTION_CHARS = 1_000
-WAIT_POLL = 1.0  # seconds between database checks while a tool call runs elsewhere
+MAX_RESTARTS = 3  # superseded first requests of one turn (a flood of messages still ends)
 ACTING_ROLES = {Role.OWNER, Role.MEMBER}
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -157,7 +162,8 @@ def _request_turn(thread_id: int, user: Any, role: str) -> None:
 
 
 async def _drive(thread_id: int, user: Any, role: str, gate: _Gate) -> None:
-    """Run turns while this process holds the thread's lease (see :mod:`chat.turn_lease`)."""
+    """Run turns while this process holds the thread's lease (see
+    :mod:`chat.services.turn_lease`)."""
     try:
         token = await database_sync_to_async(turn_lease.turn_lease_acquire)(thread_id=thread_id)
         if token is None:
@@ -226,7 +232,7 @@ def _newest_poster(thread_id: int, user: Any, role: str) -> tuple[Any, str]:
 
 async def _report_failed_turn(thread_id: int, user: Any) -> bool:
     try:
-        await database_sync_to_async(turns.post_assistant_notice)(
+        await database_sync_to_async(turns.message_post_notice)(
             thread_id=thread_id,
             text="Something went wrong while the assistant was answering.",
             status=MessageStatus.ERROR,
@@ -268,7 +274,7 @@ async def cancel_turn(*, thread_id: int, user_id: int | None) -> bool:
         return False
     gate.pending = None
     _stopped_by[thread_id] = user_id
-    await database_sync_to_async(turns.record_turn_cancelled)(thread_id=thread_id, user_id=user_id)
+    await database_sync_to_async(turns.turn_record_cancelled)(thread_id=thread_id, user_id=user_id)
     gate.task.cancel()
     return True
 
@@ -330,15 +336,9 @@ def load_context(*, thread_id: int, user: Any, role: str) -> TurnContext:
         wire = by_key[(item.tool.server.slug, item.tool.name)]
         by_wire_name[wire] = item
         tools.append(_provider_tool(wire, item))
-    seen = (
-        Message.objects.filter(thread=thread, role=MessageRole.USER)
-        .order_by("-pk")
-        .values_list("pk", flat=True)
-        .first()
-    )
-    history, several_people = _history(thread, names)
+    history, several_people, seen = _history(thread, names)
     system = _system_prompt(thread, several_people=several_people)
-    turns.record_tools_offered(
+    turns.turn_record_tools_offered(
         thread=thread,
         user_id=getattr(user, "pk", None),
         provider=config.kind,
@@ -479,13 +479,16 @@ def result_for_model(call: ToolCall) -> tuple[str, bool]:
     return f"The tool call did not finish (status: {call.status}).", True
 
 
-def _history(thread: Thread, names: _Names) -> tuple[list[ConversationItem], bool]:
-    """The thread as conversation items, oldest first, and whether several people talk."""
+def _history(thread: Thread, names: _Names) -> tuple[list[ConversationItem], bool, int]:
+    """The thread as conversation items, oldest first, whether several people talk, and
+    the newest user message read (what the turn answers: read with the history, so a
+    message stored meanwhile is either in both or in neither)."""
     messages = list(
         Message.objects.filter(thread=thread)
         .select_related("author", "via_tool_call__server")
         .order_by("id")
     )
+    newest_user = max((m.pk for m in messages if m.role == MessageRole.USER), default=0)
     calls = list(
         ToolCall.objects.filter(thread=thread)
         .filter(Q(origin=Origin.MODEL) | Q(origin=Origin.USER))
@@ -563,7 +566,7 @@ def _history(thread: Thread, names: _Names) -> tuple[list[ConversationItem], boo
             break
         budget -= size
         kept.append(block)
-    return [item for block in reversed(kept) for item in block], several
+    return [item for block in reversed(kept) for item in block], several, newest_user
 
 
 def _size(item: ConversationItem) -> int:
@@ -576,9 +579,27 @@ def _size(item: ConversationItem) -> int:
 
 
 async def run_turn(*, thread_id: int, user: Any, role: str) -> int:
-    """One turn; returns the id of the newest user message it saw (0 when none)."""
+    """One turn; returns the id of the newest user message it saw (0 when none).
+
+    A message for the model stored before the turn's first output supersedes the model
+    request in flight: it is dropped unread and the turn starts over from the thread as
+    it is now, so messages posted together get one answer (at most ``MAX_RESTARTS``
+    times; then the turn answers what it has and the next turn folds the rest in)."""
+    restarts = 0
+    while True:
+        try:
+            return await _run_turn(
+                thread_id=thread_id, user=user, role=role, supersedable=restarts < MAX_RESTARTS
+            )
+        except turn_lease.Superseded:
+            restarts += 1
+            log.info("thread %s: a newer message arrived; restarting the request", thread_id)
+            user, role = await database_sync_to_async(_newest_poster)(thread_id, user, role)
+
+
+async def _run_turn(*, thread_id: int, user: Any, role: str, supersedable: bool) -> int:
     thread = await database_sync_to_async(Thread.objects.get)(pk=thread_id)
-    await ensure_thread_catalogues(thread)  # a server bound but never listed yet
+    await thread_catalogues_ensure(thread=thread)  # a server bound but never listed yet
     ctx = await database_sync_to_async(load_context)(thread_id=thread_id, user=user, role=role)
     if ctx.config.kind == "direct":
         return ctx.seen_message_id
@@ -602,7 +623,13 @@ async def run_turn(*, thread_id: int, user: Any, role: str) -> int:
         request = ProviderRequest(
             model=ctx.config.model, system=ctx.system, messages=conversation, tools=ctx.tools
         )
-        output = _StepOutput(thread_id=thread_id, user_id=user_id, by_wire_name=ctx.by_wire_name)
+        output = _StepOutput(
+            thread_id=thread_id,
+            user_id=user_id,
+            by_wire_name=ctx.by_wire_name,
+            # Only the first request of a turn may be superseded: later ones follow output.
+            supersede_after=ctx.seen_message_id if supersedable and step == 1 else None,
+        )
         ok = await output.consume(provider.stream(request), step=step)
         if not ok or not output.completed:
             return ctx.seen_message_id  # an error was posted, or the model answered
@@ -624,7 +651,7 @@ async def _notice(
     reason: str,
     status: str = MessageStatus.COMPLETE,
 ) -> None:
-    await database_sync_to_async(turns.post_assistant_notice)(
+    await database_sync_to_async(turns.message_post_notice)(
         thread_id=thread_id, text=text, status=status, actor_user_id=user_id, reason=reason
     )
 
@@ -644,9 +671,15 @@ class _StepOutput:
     """One model request's stream turned into stored events at a sane rate."""
 
     def __init__(
-        self, *, thread_id: int, user_id: int | None, by_wire_name: dict[str, OfferedTool]
+        self,
+        *,
+        thread_id: int,
+        user_id: int | None,
+        by_wire_name: dict[str, OfferedTool],
+        supersede_after: int | None = None,
     ) -> None:
         self.thread_id = thread_id
+        self.supersede_after = supersede_after
         self.user_id = user_id
         self.by_wire_name = by_wire_name
         self.message_id: int | None = None
@@ -665,6 +698,12 @@ class _StepOutput:
             async with contextlib.aclosing(stream):  # type: ignore[type-var]
                 async for event in stream:
                     await self._on_event(event)
+        except (turn_lease.LeaseLost, turn_lease.Superseded):
+            # Another process took the thread over (this turn writes nothing more), or a
+            # newer message arrived before any output (the turn restarts: run_turn).
+            with contextlib.suppress(Exception):
+                await self._stop_ticker(ticker)
+            raise
         except ProviderError as exc:
             await self._stop_ticker(ticker)
             await self.abandon_rows(self.call_rows.values())
@@ -693,7 +732,7 @@ class _StepOutput:
             "tool_calls": len(self.completed),
         }
         if self.message_id is not None:
-            await database_sync_to_async(turns.finish_assistant_message)(
+            await database_sync_to_async(turns.message_finish_assistant)(
                 message_id=self.message_id,
                 text=self.text,
                 actor_user_id=self.user_id,
@@ -748,8 +787,8 @@ class _StepOutput:
             return
         async with self.lock:
             if self.message_id is None:
-                message = await database_sync_to_async(turns.create_assistant_message)(
-                    thread_id=self.thread_id
+                message = await database_sync_to_async(turns.message_create_assistant)(
+                    thread_id=self.thread_id, supersede_after=self.supersede_after
                 )
                 self.message_id = message.pk
 
@@ -760,7 +799,7 @@ class _StepOutput:
             if self.pending:
                 delta, self.pending = self.pending, ""
                 self.text += delta
-                await database_sync_to_async(turns.append_assistant_text)(
+                await database_sync_to_async(turns.message_append_text)(
                     message_id=self.message_id,
                     thread_id=self.thread_id,
                     text=self.text,
@@ -781,7 +820,7 @@ class _StepOutput:
         except BridgeError as exc:
             log.info("no view for %s while it streams: %s", offered.tool.name, exc)
             return
-        call = await database_sync_to_async(toolcalls.tool_call_open_input)(
+        call = await database_sync_to_async(tool_calls.tool_call_open_input)(
             thread_id=self.thread_id,
             server=server,
             tool_name=offered.tool.name,
@@ -798,7 +837,7 @@ class _StepOutput:
         """Calls whose arguments never completed (or that will not run) end cancelled."""
         stopper = _turn_stopper(self.thread_id)
         for call_id in list(call_ids):
-            await database_sync_to_async(toolcalls.tool_call_cancel)(
+            await database_sync_to_async(tool_calls.tool_call_cancel)(
                 call_id=call_id,
                 actor_user_id=stopper,
                 reason=reason or ("turn_cancelled" if stopper is not None else "input_abandoned"),
@@ -823,14 +862,14 @@ class _StepOutput:
             "arguments": arguments,
         }
         if partial.call_id is not None and isinstance(arguments, dict):
-            await database_sync_to_async(toolcalls.tool_call_record_input)(
+            await database_sync_to_async(tool_calls.tool_call_record_input)(
                 call_id=partial.call_id,
                 thread_id=self.thread_id,
                 arguments=arguments,
                 payload=payload,
             )
             return
-        await database_sync_to_async(turns.emit_tool_input_partial)(
+        await database_sync_to_async(turns.tool_call_emit_input_partial)(
             thread_id=self.thread_id, payload=payload
         )
 
@@ -845,7 +884,7 @@ class _StepOutput:
                 )
                 return
             final = f"{self.text}\n\n{text}" if self.text else text
-            await database_sync_to_async(turns.finish_assistant_message)(
+            await database_sync_to_async(turns.message_finish_assistant)(
                 message_id=self.message_id,
                 text=final,
                 status=MessageStatus.ERROR,
@@ -916,8 +955,8 @@ async def _run_tool(
         if row is not None:
             await output.abandon_rows([row], reason="input_abandoned")
         return use, ToolResult(call_id, complete.name, problem, is_error=True)
-    call = await toolcalls.start_tool_call(
-        toolcalls.CallRequest(
+    call = await tool_calls.tool_call_start(
+        tool_calls.CallRequest(
             thread=ctx.thread,
             server=offered.tool.server,
             tool_name=offered.tool.name,
@@ -937,7 +976,7 @@ async def _run_tool(
         fresh = await asyncio.shield(database_sync_to_async(_call)(call.pk))
         if fresh.status in (ToolCallStatus.RUNNING, ToolCallStatus.STREAMING):
             await asyncio.shield(
-                toolcalls.cancel_tool_call(
+                tool_calls.tool_call_stop(
                     call=fresh, user_id=_turn_stopper(ctx.thread.pk), reason="turn_cancelled"
                 )
             )
@@ -957,36 +996,23 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 async def wait_for_call(call: ToolCall) -> ToolCall:
-    """Wait until the call is final (approvals included, up to the approval TTL).
-
-    Resolved by the call's final ``toolcall`` event in this process; a database check every
-    ``WAIT_POLL`` seconds covers calls finished by another process (an approval decided
-    through another server, the text channel).
-    """
-    deadline = (
-        asyncio.get_running_loop().time()
-        + settings.ATRIUM_APPROVAL_TTL
-        + settings.ATRIUM_TOOL_CALL_TIMEOUT
-        + 30
-    )
-    future = waiters.wait_for(call.pk)
-    try:
-        if call.status in waiters.FINAL:
-            return await database_sync_to_async(_call)(call.pk)
-        while True:
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                break
-            try:
-                await asyncio.wait_for(asyncio.shield(future), timeout=min(WAIT_POLL, remaining))
-                break
-            except TimeoutError:
-                fresh = await database_sync_to_async(_call)(call.pk)
-                if fresh.status in waiters.FINAL:
-                    return fresh
-    finally:
-        waiters.discard(call.pk, future)
+    """Wait until the call is final (approvals included, up to the approval TTL), on its
+    final event from whichever process ends it (``waiters.wait_final``)."""
+    timeout = settings.ATRIUM_APPROVAL_TTL + settings.ATRIUM_TOOL_CALL_TIMEOUT + 30
+    if call.status not in waiters.FINAL:
+        await waiters.wait_final(
+            call_id=call.pk,
+            thread_id=call.thread_id,
+            timeout=timeout,
+            read_final=database_sync_to_async(lambda: _final_payload(call.pk)),
+            runs_here=runtime.is_running(tool_calls.task_key(call.pk)),
+        )
     return await database_sync_to_async(_call)(call.pk)
+
+
+def _final_payload(call_id: int) -> dict[str, Any] | None:
+    status = ToolCall.objects.filter(pk=call_id).values_list("status", flat=True).first()
+    return {"id": call_id, "status": status} if status in waiters.FINAL else None
 
 
 __all__ = [

@@ -12,6 +12,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from bindings import services as binding_services
+from mcp_bridge import services as bridge_services
+from mcp_bridge.models import McpServer
+
 from . import services
 from .models import Workspace
 
@@ -90,16 +94,14 @@ def ensure_demo(*, admin_username: str = "admin") -> BootstrapResult:
             )
         workspace = Workspace.objects.filter(slug="demo").first()
         if workspace is None:
-            workspace = services.create_workspace(name="Demo", owner=admin, slug="demo")
-            thread = services.create_thread(workspace=workspace, title="Welcome", actor=admin)
-            services.post_system_message(thread=thread, text=WELCOME_TEXT)
+            workspace = services.workspace_create(name="Demo", owner=admin, slug="demo")
+            thread = services.thread_create(workspace=workspace, title="Welcome", actor=admin)
+            services.message_post_system(thread=thread, text=WELCOME_TEXT)
     created = _ensure_example_servers(workspace=workspace, actor=admin)
     return BootstrapResult(admin_username, password, workspace, created)
 
 
 def _ensure_example_servers(*, workspace: Workspace, actor) -> list[str]:
-    from mcp_bridge.models import McpServer
-
     created: list[str] = []
     candidates = [
         (name, slug, sys.executable, [str(ROOT / script)]) for name, slug, script in EXAMPLE_SERVERS
@@ -122,9 +124,8 @@ def _ensure_example_servers(*, workspace: Workspace, actor) -> list[str]:
 def _register(
     *, name: str, slug: str, command: str, args: list[str], workspace: Workspace, actor
 ) -> None:
-    from mcp_bridge import services as bridge_services
 
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name=name,
         slug=slug,
         transport="stdio",
@@ -133,9 +134,8 @@ def _register(
         env=EXAMPLE_ENV.get(slug, {}),
         actor=actor,
     )
-    from bindings import services as binding_services
 
-    binding = binding_services.create_binding(
+    binding = binding_services.binding_create(
         server=server,
         workspace=workspace,
         thread=None,
@@ -143,6 +143,6 @@ def _register(
         allowed_domains=ADMIN_NAMED_DOMAINS.get(slug),
     )
     for tool in STANDING_APPROVALS.get(slug, ()):
-        binding_services.set_tool_policy(
+        binding_services.tool_policy_set(
             binding=binding, tool_name=tool, approval="auto", actor=actor
         )

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from channels.db import database_sync_to_async
 
-from bindings.selectors import ensure_thread_catalogues, offered_tools
+from bindings.selectors import offered_tools
+from bindings.services import thread_catalogues_ensure
 
 from . import services
+from .actions.tools import call_tool_as_user
 from .markdown import code_span, escape_markdown
 
 if TYPE_CHECKING:
@@ -67,7 +69,6 @@ def _tools_text(ctx: ActionContext) -> str:
 
 async def dispatch_command(ctx: ActionContext, message: Message) -> bool:
     """Run a slash command; returns False when the message is not a command."""
-    from .actions.tools import call_tool_as_user
 
     text = message.text.strip()
     if not text.startswith("/"):
@@ -76,7 +77,7 @@ async def dispatch_command(ctx: ActionContext, message: Message) -> bool:
     if command == "/help":
         reply = HELP_TEXT
     elif command == "/tools":
-        await ensure_thread_catalogues(ctx.thread)
+        await thread_catalogues_ensure(thread=ctx.thread)
         reply = await database_sync_to_async(_tools_text)(ctx)
     elif command == "/call":
         try:
@@ -88,5 +89,5 @@ async def dispatch_command(ctx: ActionContext, message: Message) -> bool:
             return True
     else:
         reply = f"Unknown command {code_span(command[:40])}. Try `/help`."
-    await database_sync_to_async(services.post_system_message)(thread=ctx.thread, text=reply)
+    await database_sync_to_async(services.message_post_system)(thread=ctx.thread, text=reply)
     return True

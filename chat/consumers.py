@@ -14,20 +14,21 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.utils import timezone
 
+from audit.rows import Above, RowExists, select_rows
+from audit.types import AuditEventType
 from bindings import ratelimit
 from bindings import services as authority
-from bindings.audit import record, select_rows
-from bindings.events import AuditEventType, Decision
 
-from . import actions, toolcalls, waiters
+from . import actions, event_tail, waiters
 from .actions import ActionContext, ActionError
-from .actions.views import DEFERRED
-from .events import events_after, thread_group
+from .actions.app_views import DEFERRED
 from .models import Membership
 from .presenters import INTERACTIVE_UI, present_event
 from .selectors import thread_with_membership
+from .thread_events import events_after, thread_group, user_group
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,6 @@ KNOWN_CAPABILITIES = {"interactiveToolUi"}
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 LAYER_MESSAGES = {"thread.event", "view.message"}
-
-actions.load_all()
 
 
 @database_sync_to_async
@@ -61,30 +60,20 @@ _DB_SESSIONS = "django.contrib.sessions.backends.db"
 @database_sync_to_async
 def _reload_membership(membership: Membership, pin: SessionPin) -> Membership | None:
     """Before every action: the membership row, only while the user is active with the same
-    password and the session still exists. One lean statement (bindings.audit.select_rows)."""
-    user_table = get_user_model()._meta.db_table
-    where = (
-        f"id = %s AND EXISTS (SELECT 1 FROM {user_table} WHERE id = %s AND is_active = %s"
-        " AND password = %s)"
-    )
-    params: list[Any] = [membership.pk, pin.user_id, True, pin.password]
+    password and the session still exists. One lean statement (audit.rows): this runs
+    before every action."""
+    checks = [RowExists(get_user_model(), id=pin.user_id, is_active=True, password=pin.password)]
     db_sessions = settings.SESSION_ENGINE == _DB_SESSIONS
     if db_sessions:
-        where += (
-            " AND EXISTS (SELECT 1 FROM django_session WHERE session_key = %s AND expire_date > %s)"
+        checks.append(
+            RowExists(Session, session_key=pin.session_key or "", expire_date=Above(timezone.now()))
         )
-        params += [pin.session_key or "", timezone.now()]
-    rows = select_rows(Membership, where, params)
+    rows = select_rows(Membership, *checks, id=membership.pk)
     if rows and not db_sessions:
         store = import_module(settings.SESSION_ENGINE).SessionStore
         if not (pin.session_key and store().exists(pin.session_key)):
             return None
     return rows[0] if rows else None
-
-
-def user_group(user_id: int) -> str:
-    """Every socket of one user (closed when their session ends: chat.receivers)."""
-    return f"user.{user_id}"
 
 
 @database_sync_to_async
@@ -93,7 +82,7 @@ def _audit_refusal(ctx: ActionContext, action: str, code: str, extra: dict | Non
     # of audit rows (bindings.ratelimit).
     if not ratelimit.take("refusal_audit", str(ctx.user.pk)).allowed:
         return
-    authority.record_action_refused(
+    authority.action_record_refused(
         user=ctx.user,
         workspace_id=ctx.thread.workspace_id,
         thread_id=ctx.thread.pk,
@@ -105,7 +94,7 @@ def _audit_refusal(ctx: ActionContext, action: str, code: str, extra: dict | Non
 
 @database_sync_to_async
 def _audit_session_ended(ctx: ActionContext, reason: str) -> None:
-    authority.record_action_refused(
+    authority.action_record_refused(
         user=ctx.user,
         workspace_id=ctx.thread.workspace_id,
         thread_id=ctx.thread.pk,
@@ -117,14 +106,7 @@ def _audit_session_ended(ctx: ActionContext, reason: str) -> None:
 
 @database_sync_to_async
 def _audit_refused(user: Any, thread_id: int, reason: str) -> None:
-    record(
-        event_type=AuditEventType.SOCKET_REJECTED,
-        decision=Decision.DENIED,
-        actor_kind="user" if getattr(user, "is_authenticated", False) else "system",
-        actor_user_id=user.pk if getattr(user, "is_authenticated", False) else None,
-        reason=reason,
-        extra={"thread_id": thread_id},
-    )
+    authority.socket_record_refused(user=user, thread_id=thread_id, reason=reason)
 
 
 class ThreadConsumer(AsyncJsonWebsocketConsumer):
@@ -158,7 +140,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return
         thread, membership = found
         # Overdue approvals are closed when someone looks (no scheduler is needed).
-        await database_sync_to_async(toolcalls.expire_due_approvals)(thread_id=thread.pk)
+        await database_sync_to_async(authority.approval_expire_due)(thread_id=thread.pk)
         query = parse_qs(self.scope.get("query_string", b"").decode())
         caps = {c for c in ",".join(query.get("caps", [])).split(",") if c in KNOWN_CAPABILITIES}
         self.ctx = ActionContext(
@@ -177,6 +159,8 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         )
         await self.channel_layer.group_add(thread_group(thread.pk), self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
+        # Events other processes store after `last_seq` (the replay covers the ones before).
+        event_tail.watch(thread_id=thread.pk, last_seq=thread.last_seq)
         await self.accept()
         await self.send_json(
             {
@@ -185,7 +169,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                 "role": membership.role,
                 "capabilities": sorted(caps),
                 "lastSeq": thread.last_seq,
-                # The client refuses larger requests itself (chat.js): they never get here.
+                # The client refuses larger requests itself (static/chat/socket.js): they never get here.
                 "maxMessageBytes": settings.ATRIUM_MAX_WS_MESSAGE,
             }
         )
@@ -195,6 +179,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.ctx is not None:
+            event_tail.unwatch(thread_id=self.ctx.thread.pk)
             await self.channel_layer.group_discard(
                 thread_group(self.ctx.thread.pk), self.channel_name
             )
@@ -221,6 +206,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             "sign in again.",
         )
         ctx, self.ctx = self.ctx, None  # nothing more is handled on this socket
+        event_tail.unwatch(thread_id=ctx.thread.pk)
         await self.channel_layer.group_discard(thread_group(ctx.thread.pk), self.channel_name)
         await self.channel_layer.group_discard(user_group(ctx.user.pk), self.channel_name)
         await self.close(code=CLOSE_FORBIDDEN)
@@ -318,7 +304,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
                 waiters.resolve(event["data"])
             await self.send_json({"type": "event", **present_event(event, self.ctx.capabilities)})
             return
-        # The frame was encoded once for every member (chat.events.wire_message).
+        # The frame was encoded once for every member (chat.thread_events.wire_message).
         call = message.get("call") or {}
         if call.get("status") in waiters.FINAL and waiters.is_waiting(call.get("id")):
             # A call finished in another process (this process's broadcast already

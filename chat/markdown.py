@@ -20,7 +20,8 @@ def _validate_link(url: str) -> bool:
     return lowered.startswith(SAFE_LINK_SCHEMES)
 
 
-_md.validateLink = _validate_link
+# markdown-it-py's documented hook for link checks is replacing this method.
+_md.validateLink = _validate_link  # type: ignore[method-assign]
 
 
 def _open_links_in_new_tab(self, tokens, idx, options, env):  # type: ignore[no-untyped-def]

@@ -5,17 +5,21 @@ not inlined to ``stage_payload``, which writes it to staging and keeps no copy; 
 call's transaction then creates `MediaAsset` rows (status `staged`) and, on commit,
 enqueues `persist_tool_media` for each.
 
-What the request path does with a payload (DESIGN §9: one decoded copy at most, the
-placeholder in under 200 ms):
+What the request path does with a payload (DESIGN §9: the placeholder in under 200 ms,
+daphne's memory growth within 16 MiB for a 50 MB video):
 
+- spooled by the stdio transport (a long base64 literal written to
+  ``MEDIA_STAGING_ROOT/incoming/`` as it arrived; the result holds a marker that only
+  ``mcp_bridge.spooled_media.claim`` resolves, once): the file is *renamed* into staging as
+  ``<key>.b64`` — never read, decoded or rewritten here. A spooled payload small enough to
+  decode (below) is read back and takes that path instead;
 - up to ``DEFER_DECODE_OVER`` (1 MiB) decoded: decoded once here (invalid base64 is an
   error part at once); inlined as a ``data:`` URI if small enough — after the same type
-  checks the worker makes (``media_store.inline_rejection``) — else staged as bytes;
-- larger: staged as its base64 text, not decoded (``<key>.b64``). Decoding 67 MB of base64
-  costs ~200–350 ms of CPU on a small machine; writing the text costs a fraction of that, and
-  this process then holds no decoded copy at all. The placeholder still shows kind, type
-  and size (from the text's length and padding). The worker decodes strictly, checks the
-  size, and rejects invalid base64 with a reason (``media_store.decode_base64_file``).
+  checks the worker makes (``media_images.inline_rejection``) — else staged as bytes;
+- larger, from another transport (HTTP): staged as its base64 text, not decoded
+  (``<key>.b64``, written in slices). The placeholder still shows kind, type and size (from
+  the text's length and padding). The worker decodes strictly, checks the size, and
+  rejects invalid base64 with a reason (``media_processing.decode_base64_file``).
 
 Durability: the file is written (to the page cache) before the transaction that records
 it commits, so a crash of this process after the commit loses nothing. The ``fsync`` is
@@ -43,15 +47,17 @@ from mcp_bridge.normalize import (
     StagedPayload,
     normalize_tool_result,
 )
+from mcp_bridge.spooled_media import claim
+
+from .media_images import inline_rejection
 
 log = logging.getLogger(__name__)
 
 DEFER_DECODE_OVER = 1024 * 1024  # decoded bytes; larger payloads are staged as base64
 ENCODED_SUFFIX = ".b64"
 # Base64 text is written in slices of this many characters. Small on purpose: each slice is
-# copied twice (slice, encode), and 64 KiB copies reuse the same warm heap memory, where
-# MiB-sized ones are fresh mappings that fault in every page: 67 MB took ~30 ms in 64 KiB
-# slices and ~110 ms in 4 MiB slices on the 2-core test machine.
+# copied twice (slice, encode), and small copies reuse warm heap memory where MiB-sized
+# ones fault in fresh pages (bench/README.md, "Performance changes").
 _WRITE_CHARS = 64 * 1024
 _syncer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atrium-staging-fsync")
 
@@ -75,12 +81,12 @@ def normalize_result(raw: Any) -> NormalizedResult:
         inline_limit=settings.ATRIUM_MEDIA_INLINE_LIMIT,
         max_binary=settings.ATRIUM_MEDIA_MAX_BYTES,
         defer_decode_over=DEFER_DECODE_OVER,
+        claim_spooled=claim,
     )
 
 
 def check_inline(kind: MediaKind, mime: str, data: bytes) -> str | None:
     """The worker's type checks, for a payload small enough to be inlined."""
-    from .media_store import inline_rejection
 
     return inline_rejection(kind=kind, declared=mime, data=data)
 
@@ -89,9 +95,17 @@ def stage_payload(payload: StagedPayload) -> dict[str, Any]:
     """Write the payload to a staging file and describe it (the fsync follows in the
     background: see the module docstring)."""
     key = uuid.uuid4().hex
-    if payload.encoded is not None:
+    if payload.encoded is not None or payload.spooled is not None:
         key += ENCODED_SUFFIX
     path = staging_root() / key
+    if payload.spooled is not None:
+        try:  # the transport's file becomes the staging file: renamed, never rewritten
+            os.rename(payload.spooled.path, path)
+        except BaseException:
+            payload.spooled.discard()
+            raise
+        _syncer.submit(_sync, path)
+        return _descriptor(key, payload)
     try:
         with open(path, "wb", buffering=0) as handle:
             if payload.encoded is not None:
@@ -102,6 +116,10 @@ def stage_payload(payload: StagedPayload) -> dict[str, Any]:
         path.unlink(missing_ok=True)
         raise
     _syncer.submit(_sync, path)
+    return _descriptor(key, payload)
+
+
+def _descriptor(key: str, payload: StagedPayload) -> dict[str, Any]:
     return {
         "stagingKey": key,
         "status": "staged",

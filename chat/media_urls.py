@@ -8,6 +8,4 @@ urlpatterns = [
     path("<int:asset_id>/", media_views.media_asset, name="media-asset"),
     path("<int:asset_id>/thumbnail/", media_views.media_thumbnail, name="media-thumbnail"),
     path("<int:asset_id>/poster/", media_views.media_poster, name="media-poster"),
-    # Embedded profile only (in-memory channel layer): workers ask daphne to broadcast.
-    path("relay/", media_views.media_relay, name="media-relay"),
 ]

@@ -16,8 +16,6 @@
   synchronously, and under ASGI Django consumes synchronous streaming content with
   ``sync_to_async(list)`` — the whole file in memory. This never does.)
 
-``media_relay`` is the embedded profile's bridge from worker processes to the in-memory
-channel layer (see ``media_store``, "relay").
 """
 
 from __future__ import annotations
@@ -33,11 +31,10 @@ from asgiref.sync import sync_to_async
 from django.core.files.storage import default_storage
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST, require_safe
+from django.views.decorators.http import require_safe
 
-from .media_store import channel_layer_is_process_local, read_relay_token, served_type
-from .models import MediaAsset, MediaStatus, ThreadEvent
+from .media_formats import served_type
+from .models import MediaAsset, MediaStatus
 from .selectors import membership_for
 
 CHUNK_SIZE = 256 * 1024
@@ -74,25 +71,6 @@ class Variant:
 ORIGINAL = Variant("storage_path", "")
 THUMBNAIL = Variant("thumbnail_path", "-thumbnail")
 POSTER = Variant("poster_path", "-poster")
-
-
-@csrf_exempt
-@require_POST
-def media_relay(request: HttpRequest) -> HttpResponse:
-    """Embedded profile: broadcast events a worker process stored (see media_store)."""
-    from .events import broadcast, event_dict
-
-    if not channel_layer_is_process_local():
-        raise Http404("No relay here.")
-    if request.META.get("REMOTE_ADDR") not in ("127.0.0.1", "::1"):
-        raise Http404("No relay here.")
-    claims = read_relay_token(request.POST.get("token", ""))
-    if claims is None:
-        return HttpResponse("Invalid or expired relay token.", status=403)
-    thread_id, seqs = claims
-    for event in ThreadEvent.objects.filter(thread_id=thread_id, seq__in=seqs).order_by("seq"):
-        broadcast(thread_id, {"type": "thread.event", "event": event_dict(event)})
-    return HttpResponse(status=204)
 
 
 @require_safe

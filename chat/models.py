@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.text import slugify
 
+from bindings.models import ApprovalRequest
+
 
 class Role(models.TextChoices):
     OWNER = "owner", "owner"
@@ -72,7 +74,7 @@ class Thread(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
-    # The last event sequence number handed out (see chat.events.emit).
+    # The last event sequence number handed out (see chat.thread_events.emit).
     last_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -92,6 +94,9 @@ class ThreadEvent(models.Model):
     kind = models.CharField(max_length=40)
     payload = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
+    # The process that stored it (chat.thread_events.process_origin): a daphne process tailing
+    # the table skips the events it broadcast itself (chat.event_tail).
+    origin = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["thread", "seq"]
@@ -179,6 +184,46 @@ class Origin(models.TextChoices):
     APP_VIEW = "app_view", "app view"
 
 
+def attach_approvals(calls: list[ToolCall]) -> None:
+    """Load the approvals of these calls in one query (bindings keeps a call's id, not a
+    foreign key to it, so there is no ``select_related`` for them). The approval is kept in
+    the call's ``_approval`` (``ToolCall.approval`` reads it; a service that already holds
+    the approval sets it to spare the query)."""
+    pending = [call for call in calls if call.pk is not None and "_approval" not in call.__dict__]
+    if not pending:
+        return
+    found = {
+        approval.tool_call_id: approval
+        for approval in ApprovalRequest.objects.select_related("decided_by").filter(
+            tool_call_id__in=[call.pk for call in pending]
+        )
+    }
+    for call in pending:
+        call.__dict__["_approval"] = found.get(call.pk)
+
+
+class ToolCallQuerySet(models.QuerySet):
+    """Tool calls; ``with_approvals()`` loads their approvals as a prefetch would."""
+
+    _with_approvals = False
+
+    def with_approvals(self) -> ToolCallQuerySet:
+        clone = self._chain()
+        clone._with_approvals = True
+        return clone
+
+    def _clone(self) -> ToolCallQuerySet:
+        clone = super()._clone()
+        clone._with_approvals = self._with_approvals
+        return clone
+
+    def _fetch_all(self) -> None:
+        fetching = self._result_cache is None
+        super()._fetch_all()
+        if fetching and self._with_approvals:
+            attach_approvals([row for row in self._result_cache if isinstance(row, ToolCall)])
+
+
 class ToolCall(models.Model):
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="tool_calls")
     message = models.ForeignKey(
@@ -219,6 +264,12 @@ class ToolCall(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
+    # The process running the call and when it last said so (chat.call_runners): a
+    # running call whose process died is failed by the beat sweep.
+    runner = models.CharField(max_length=120, blank=True, default="")
+    runner_seen_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ToolCallQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]
@@ -226,6 +277,18 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server_id}.{self.tool_name} ({self.status})"
+
+    @property
+    def approval(self) -> ApprovalRequest | None:
+        """The approval this call waits or waited on, if any (read once, then cached like a
+        related object; ``refresh_from_db`` reads it again)."""
+        if "_approval" not in self.__dict__:
+            attach_approvals([self])
+        return self.__dict__.get("_approval")
+
+    def refresh_from_db(self, *args, **kwargs) -> None:
+        self.__dict__.pop("_approval", None)
+        super().refresh_from_db(*args, **kwargs)
 
 
 class MediaStatus(models.TextChoices):

@@ -12,6 +12,12 @@ array, numbers and literals are final. To guarantee that, the parser
 - drops a number at the very end (``{"n": 12`` may still become ``123``),
 - completes a partial ``true``/``false``/``null`` (``tru`` can only become ``true``),
 - closes open arrays and objects and ignores a trailing comma.
+
+Why not ``pydantic_core.from_json(..., allow_partial=True)``: it returns a number that
+touches the end of the input as final (``{"n": 12`` → 12, later 123: a value the final
+object does not have, which breaks the rule above), accepts trailing garbage
+(``{"a": 1} x``, ``{"a": 1x``) and drops partial literals (``tru``). The cases are in
+tests/chat/test_partial_json.py.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from bindings.services import approval_offers
+from mcp_bridge.normalize import text_fallback
+
 from .markdown import render_markdown
 from .models import Message, MessageStatus, ToolCall
 
@@ -41,8 +44,8 @@ def serialize_message(message: Message) -> dict[str, Any]:
 def serialize_tool_call(call: ToolCall) -> dict[str, Any]:
     server = call.server
     view = None
-    if call.ui_resource_id is not None:
-        resource = call.ui_resource
+    resource = call.ui_resource
+    if resource is not None:
         view = {
             "uri": resource.uri,
             "flavor": resource.flavor,
@@ -66,6 +69,7 @@ def serialize_tool_call(call: ToolCall) -> dict[str, Any]:
         "error": call.error,
         "progress": call.progress,
         "view": view,
+        "textFallback": app_view_text_fallback(call.result, has_view=view is not None),
         "widgetState": call.widget_state,
         "displayMode": call.display_mode,
         "approval": _approval_payload(approval),
@@ -75,13 +79,25 @@ def serialize_tool_call(call: ToolCall) -> dict[str, Any]:
     }
 
 
+def app_view_text_fallback(result: Any, *, has_view: bool) -> str | None:
+    """What the web client shows where an app view cannot be (a view that failed, no view
+    host): the result's text fallback without the line for the view itself. None for a
+    call without an app view or without a result yet: the browser computes no fallback."""
+    if not isinstance(result, dict):
+        return None
+    found = result.get("parts")
+    parts: list[Any] = found if isinstance(found, list) else []
+    if not has_view and not any(isinstance(p, dict) and p.get("type") == "ui" for p in parts):
+        return None
+    without_views = [p for p in parts if not (isinstance(p, dict) and p.get("type") == "ui")]
+    return text_fallback({**result, "parts": without_views})
+
+
 def _approval_payload(approval: Any) -> dict[str, Any] | None:
     if approval is None:
         return None
     offers: list[str] = []
     if approval.status == "pending":
-        from bindings.services import approval_offers
-
         # What an owner may remember (members: "thread" only; the server re-checks).
         offers = list(approval_offers(approval, role="owner"))
     return {
@@ -113,7 +129,6 @@ def serialize_allowance(allowance: Any) -> dict[str, Any]:
 
 def text_only_tool_call(payload: dict[str, Any]) -> dict[str, Any]:
     """The same tool call for a client without interactive UI: text fallback, no views."""
-    from mcp_bridge.normalize import text_fallback
 
     slim = copy.copy(payload)
     slim["view"] = None

@@ -4,59 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils import timezone
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_out
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save, pre_delete
 
-from .events import emit
-from .models import Thread, ToolCall, ToolCallStatus
-from .presenters import serialize_tool_call
-from .selectors import thread_allowances, tool_calls_queryset
+from bindings import services as authority
+from bindings.signals import allowances_changed, approvals_cancelled
+from mcp_bridge.services import grant_disconnect_member
+
+from .groups import user_group
+from .models import Membership, Thread, Workspace
+from .services.tool_calls import tool_call_reject
+from .services.workspaces import thread_allowances_announce
 
 
 def close_calls_of_cancelled_approvals(
     *, tool_call_ids: list[int], code: str, message: str, **_: Any
 ) -> None:
-    """Calls waiting on a cancelled approval end as rejected; every member sees it and a
-    view waiting on the call gets the refusal. Runs in the canceller's transaction."""
-    waiting = ToolCall.objects.filter(
-        pk__in=tool_call_ids, status=ToolCallStatus.AWAITING_APPROVAL
-    ).values_list("pk", "thread_id")
-    for call_id, thread_id in list(waiting):
-        ToolCall.objects.filter(pk=call_id).update(
-            status=ToolCallStatus.REJECTED,
-            error={"code": code, "message": message},
-            finished_at=timezone.now(),
-        )
-        fresh = tool_calls_queryset().get(pk=call_id)
-        emit(thread_id=thread_id, kind="toolcall", payload=serialize_tool_call(fresh))
+    """Calls waiting on a cancelled or expired approval end as rejected; every member sees
+    it and a view waiting on the call gets the refusal. Runs in the canceller's transaction."""
+    for call_id in tool_call_ids:
+        tool_call_reject(call_id=call_id, code=code, message=message)
 
 
 def tell_threads_their_allowances(*, workspace_id: int, thread_id: int | None, **_: Any) -> None:
-    """An allowance was granted or revoked: every member of the threads it applies to sees
-    the thread's current list live (an ``allowances`` event, stored like every event, so a
-    reconnecting client catches up). Runs in the granter's or revoker's transaction."""
-    if thread_id is not None:
-        thread_ids = [thread_id]
-    else:
-        thread_ids = list(
-            Thread.objects.filter(workspace_id=workspace_id).values_list("pk", flat=True)
-        )
-    for pk in thread_ids:
-        thread = Thread(pk=pk, workspace_id=workspace_id)
-        emit(
-            thread_id=pk,
-            kind="allowances",
-            payload={"allowances": thread_allowances(thread=thread)},
-        )
+    """An allowance was granted or revoked: the members of the threads it applies to see
+    their current list live. Runs in the granter's or revoker's transaction."""
+    thread_allowances_announce(workspace_id=workspace_id, thread_id=thread_id)
 
 
 def _end_sockets(user_id: int, session_key: str | None) -> None:
     """Ask every socket of a user to close (one session: `session_key`) or to re-check its
     session (None), once the change is committed."""
-    from asgiref.sync import async_to_sync
-    from channels.layers import get_channel_layer
-    from django.db import transaction
-
-    from .consumers import user_group
 
     def send() -> None:
         layer = get_channel_layer()
@@ -86,20 +68,21 @@ def recheck_sockets_on_account_change(
 def forget_grants_of_departed_member(*, instance: Any, **_: Any) -> None:
     """A member who leaves a workspace takes their own server sign-ins with them (audited);
     they connect again wherever they still are. Shared grants stay."""
-    from mcp_bridge.services import grants_disconnect_member
+    grant_disconnect_member(user_id=instance.user_id, reason="left_workspace")
 
-    grants_disconnect_member(user_id=instance.user_id, reason="left_workspace")
+
+def delete_bindings_of_workspace(*, instance: Workspace, **_: Any) -> None:
+    """Bindings keep a workspace's id, not a foreign key: its bindings, approvals and
+    allowances go with it, in the deleting transaction (admin, service or shell)."""
+    authority.workspace_bindings_delete(workspace_id=instance.pk)
+
+
+def delete_bindings_of_thread(*, instance: Thread, **_: Any) -> None:
+    """The same for a thread: its own bindings, its approvals and its allowances."""
+    authority.thread_bindings_delete(thread_id=instance.pk)
 
 
 def connect() -> None:
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.signals import user_logged_out
-    from django.db.models.signals import post_delete, post_save
-
-    from bindings.signals import allowances_changed, approvals_cancelled
-
-    from .models import Membership
-
     allowances_changed.connect(
         tell_threads_their_allowances, dispatch_uid="chat.tell_threads_their_allowances"
     )
@@ -116,4 +99,10 @@ def connect() -> None:
     )
     approvals_cancelled.connect(
         close_calls_of_cancelled_approvals, dispatch_uid="chat.close_cancelled_approval_calls"
+    )
+    pre_delete.connect(
+        delete_bindings_of_workspace, sender=Workspace, dispatch_uid="chat.delete_ws_bindings"
+    )
+    pre_delete.connect(
+        delete_bindings_of_thread, sender=Thread, dispatch_uid="chat.delete_thread_bindings"
     )

@@ -40,3 +40,8 @@ def cancel(key: str) -> bool:
 
 def running() -> list[str]:
     return [k for k, t in _tasks.items() if not t.done()]
+
+
+def is_running(key: str) -> bool:
+    task = _tasks.get(key)
+    return task is not None and not task.done()

@@ -9,16 +9,13 @@ inner frame inherits it.
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from bindings.audit import record
-from bindings.events import AuditEventType, Decision
-
+from .app_view_bridge import SUPPORTED_FLAVORS, effective_csp, read_view_token, sandbox_key_for
 from .models import ToolCall
-from .view_bridge import SUPPORTED_FLAVORS, effective_csp, read_view_token, sandbox_key_for
+from .services.app_views import app_view_sandbox_refused
 
 # The spec's frame (security/sandbox-permissions): the app document runs on its server's
 # sandbox origin, so it has storage of its own, isolated from the app and other servers.
@@ -44,19 +41,7 @@ def sandbox_proxy(request: HttpRequest, token: str) -> HttpResponse:
     if sandbox_key_for(call.server.slug) != getattr(request, "sandbox_server_key", None):
         # A valid token on another server's origin: that server's views could reach this
         # one's storage. Refused and audited.
-        with transaction.atomic():
-            record(
-                event_type=AuditEventType.SANDBOX_PAGE_REFUSED,
-                decision=Decision.DENIED,
-                actor_user_id=claims.user_id,
-                workspace_id=call.thread.workspace_id,
-                thread_id=call.thread_id,
-                binding_id=call.binding_id,
-                server_id=call.server_id,
-                action="sandbox_proxy",
-                reason="wrong_server_origin",
-                extra={"view": call.pk, "host": request.get_host()[:200]},
-            )
+        app_view_sandbox_refused(call=call, user_id=claims.user_id, host=request.get_host())
         raise Http404("This view belongs to another server's sandbox.")
     csp = effective_csp(resource, call.binding)
     theme = request.GET.get("theme")

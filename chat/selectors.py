@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
+
+from bindings.models import Allowance
 
 from .models import Membership, Message, Thread, ToolCall, Workspace
 from .presenters import serialize_allowance, serialize_message, serialize_tool_call
@@ -37,22 +39,23 @@ def threads_for(*, workspace: Workspace) -> list[Thread]:
     return list(workspace.threads.order_by("-updated_at")[:200])
 
 
-def tool_calls_queryset():
+def tool_calls_queryset() -> QuerySet[ToolCall]:
     # The view's document (`ui_resource.text`, 30-450 KB) is served by content hash and never
     # part of a payload: leave it in the database (it is still loaded if something asks).
-    return ToolCall.objects.select_related(
-        "server", "requested_by", "ui_resource", "approval", "approval__decided_by"
-    ).defer("ui_resource__text")
+    return (
+        ToolCall.objects.select_related("server", "requested_by", "ui_resource")
+        .defer("ui_resource__text")
+        .with_approvals()
+    )
 
 
 def thread_allowances(*, thread: Thread) -> list[dict[str, Any]]:
     """The active allowances that apply to a thread: its own and its workspace's (under a
     workspace binding: a thread binding of the same server shadows those), oldest first."""
-    from bindings.models import Allowance
 
     rows = (
         Allowance.objects.filter(workspace_id=thread.workspace_id, revoked_at__isnull=True)
-        .filter(Q(thread_id=thread.pk) | Q(thread__isnull=True, binding__thread__isnull=True))
+        .filter(Q(thread_id=thread.pk) | Q(thread_id__isnull=True, binding__thread_id__isnull=True))
         .select_related("binding__server", "granted_by")
         .order_by("created_at", "id")
     )

@@ -12,11 +12,10 @@ Delivery guarantees for staged media ("nothing lost", DESIGN §4):
   (:func:`requeue_staged_media_on_start`), and ``manage.py requeue_media`` does the same
   on demand — the task is idempotent, duplicates are no-ops;
 - each run counts in ``MediaAsset.attempts`` before doing any work, so an asset that keeps
-  killing workers is rejected after ``media_store.MAX_ATTEMPTS`` runs.
+  killing workers is rejected after ``media_services.MAX_ATTEMPTS`` runs.
 
 Time limits are enforced by the prefork pool only (``make run`` uses ``--pool=solo``).
-A worker process started from the command line relays its events to daphne when the channel
-layer is the in-memory one (embedded profile; see ``media_store``, "relay").
+Events a worker stores reach every socket like any process's (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -26,10 +25,14 @@ from typing import Any
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import celeryd_init, worker_ready
+from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
-from . import media_store, toolcalls, turn_lease
+from bindings import services as authority
+
+from . import media_selectors, media_services, media_storage
+from .media_formats import TransientMediaError
+from .services import tool_calls, turn_lease
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +40,7 @@ SOFT_TIME_LIMIT = 120  # seconds; a 200 MB file takes a few seconds on a local d
 TIME_LIMIT = 150
 MAX_RETRIES = 5
 TRANSIENT_ERRORS = (
-    media_store.TransientMediaError,
+    TransientMediaError,
     OperationalError,
     InterfaceError,
     OSError,  # storage writes; Pillow's errors are turned into rejections before this
@@ -61,12 +64,12 @@ TRANSIENT_ERRORS = (
 def persist_tool_media(self: Any, asset_id: int) -> str:
     """Verify, store and thumbnail one staged media asset; idempotent."""
     final = self.request.retries >= MAX_RETRIES
-    return media_store.persist_asset(asset_id=int(asset_id), final_attempt=final)
+    return media_services.media_asset_persist(asset_id=int(asset_id), final_attempt=final)
 
 
 def requeue_staged(*, older_than: float, limit: int | None = None) -> list[int]:
     """Enqueue ``persist_tool_media`` for every staged asset older than ``older_than`` s."""
-    ids = media_store.staged_asset_ids(older_than=older_than, limit=limit)
+    ids = media_selectors.staged_asset_ids(older_than=older_than, limit=limit)
     for asset_id in ids:
         persist_tool_media.delay(asset_id)
     return ids
@@ -79,13 +82,19 @@ def requeue_staged(*, older_than: float, limit: int | None = None) -> list[int]:
 @shared_task(ignore_result=True)
 def expire_approvals() -> int:
     """Approvals expire on time even when nobody touches their thread (audited)."""
-    return toolcalls.expire_due_approvals()
+    return len(authority.approval_expire_due())
 
 
 @shared_task(ignore_result=True)
 def reap_turn_leases() -> int:
-    """Turns whose process died end visibly (see chat.turn_lease)."""
+    """Turns whose process died end visibly (see chat.services.turn_lease)."""
     return turn_lease.turn_lease_reap_expired()
+
+
+@shared_task(ignore_result=True)
+def fail_orphaned_tool_calls() -> int:
+    """Running tool calls whose process died end visibly (see chat.call_runners)."""
+    return tool_calls.tool_call_fail_orphaned()
 
 
 STALE_STAGED_AFTER = 300.0  # seconds; a healthy worker persists media long before
@@ -97,13 +106,17 @@ def requeue_stale_staged_media() -> int:
     return len(requeue_staged(older_than=STALE_STAGED_AFTER))
 
 
+ORPHAN_STAGING_AFTER = 3600.0  # seconds; far past any transaction or persisting run
+
+
+@shared_task(ignore_result=True)
+def sweep_orphan_staging() -> int:
+    """Staging and spool files nobody will persist (a failed transaction, a dropped line,
+    a killed worker's copy) are removed; files only, so nothing is audited."""
+    return media_storage.sweep_orphan_staging(older_than=ORPHAN_STAGING_AFTER)
+
+
 # ----------------------------------------------------------------------------- signals
-
-
-@celeryd_init.connect
-def relay_events_from_worker_processes(**_: Any) -> None:
-    """A worker process cannot reach an in-memory channel layer: relay (media_store)."""
-    media_store.enable_relay_from_this_process()
 
 
 @worker_ready.connect

@@ -13,7 +13,10 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
+from mcp_bridge.models import UiResource
+
 from . import services
+from .app_view_bridge import read_view_token
 from .models import Thread, ToolCall, Workspace
 from .selectors import membership_for, thread_snapshot, threads_for, workspaces_for
 
@@ -54,7 +57,7 @@ def workspace_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def thread_create(request: HttpRequest, slug: str) -> HttpResponse:
     workspace, _ = _workspace_for_member(request, slug)
     try:
-        thread = services.create_thread(
+        thread = services.thread_create(
             workspace=workspace, title=request.POST.get("title", ""), actor=request.user
         )
     except services.ChatError as exc:
@@ -99,9 +102,6 @@ def thread_detail(request: HttpRequest, slug: str, thread_id: int) -> HttpRespon
 @login_required
 def view_document(request: HttpRequest, content_hash: str) -> HttpResponse:
     """A view's HTML, for the host page to hand to the sandbox proxy (never rendered here)."""
-    from mcp_bridge.models import UiResource
-
-    from .view_bridge import read_view_token
 
     claims = read_view_token(request.GET.get("t"))
     if claims is None or claims.user_id != request.user.pk:

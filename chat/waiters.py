@@ -1,19 +1,33 @@
-"""Futures that resolve when a tool call reaches a final state.
+"""Waiting for a tool call to reach a final state: one strategy, on events.
 
-A view's `tools/call` (or a model turn) waits for its call to finish, which may happen in
-another process (an approval decided elsewhere) or in a worker thread of this one. Final
-`toolcall` events resolve the waiters of this process from both paths: the broadcast after
-commit (same process, even with no socket open) and every consumer's group event (any
-process). Resolving twice is harmless.
+A view's `tools/call` and a model turn wait for their call to finish, which may happen in
+this process (its task, a worker thread) or in another one (an approval decided through
+another server, the text channel, a cancellation). ``wait_final`` waits on the call's final
+`toolcall` event from both: this process's broadcast after commit resolves it directly, and
+the thread's channel-layer group — which the waiter joins itself, so no open socket is
+needed — brings the events of every other process. The call's state is read once, after
+joining the group, for a call that ended before. Only where no event crosses processes (the
+in-memory layer of the embedded profile) is that read repeated, at a bounded interval.
+Resolving twice is harmless.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+from chat.groups import thread_group
+
+log = logging.getLogger(__name__)
+
 FINAL = {"success", "error", "rejected", "cancelled"}
+POLL_WITHOUT_EVENTS = 1.0  # seconds; only where no event crosses processes (see _watch)
 
 _lock = threading.Lock()
 _waiters: dict[int, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[dict[str, Any]]]]] = {}
@@ -63,3 +77,103 @@ def discard(call_id: int, future: asyncio.Future[Any]) -> None:
         _waiters[call_id] = [(lp, f) for lp, f in entries if f is not future]
         if not _waiters[call_id]:
             _waiters.pop(call_id, None)
+
+
+def _final_of(message: dict[str, Any], call_id: int) -> dict[str, Any] | None:
+    """The call's final payload, if this group message is its final `toolcall` event."""
+    if message.get("type") != "thread.event":
+        return None
+    call = message.get("call")
+    if call is not None:  # the wire form (chat.thread_events.wire_message): decode only a match
+        if call.get("id") != call_id or call.get("status") not in FINAL:
+            return None
+        return json.loads(message["frame"])["data"]
+    event = message.get("event") or {}
+    data = event.get("data") or {}
+    if event.get("kind") == "toolcall" and data.get("id") == call_id:
+        return data if data.get("status") in FINAL else None
+    return None
+
+
+async def _watch(
+    future: asyncio.Future[dict[str, Any]],
+    *,
+    call_id: int,
+    thread_id: int,
+    read_final: Callable[[], Awaitable[dict[str, Any] | None]],
+    runs_here: bool,
+) -> None:
+    """Resolve ``future`` from the thread's group (any process), after one read of the
+    call's state that covers an end before the group was joined (skipped for a call whose
+    task runs in this process: its end is an event of this process)."""
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        # No event crosses processes here (the embedded profile's in-memory layer): a call
+        # ended by another process (the text channel, a second server) is seen by reading
+        # its state, every POLL_WITHOUT_EVENTS seconds — the one bounded poll.
+        while not future.done():
+            if not runs_here:
+                payload = await read_final()
+                if payload is not None:
+                    _set(future, payload)
+                    return
+            runs_here = False
+            await asyncio.sleep(POLL_WITHOUT_EVENTS)
+        return
+    group = thread_group(thread_id)
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    try:
+        payload = None if runs_here else await read_final()
+        if payload is not None:
+            _set(future, payload)
+            return
+        while not future.done():
+            payload = _final_of(await layer.receive(channel), call_id)
+            if payload is not None:
+                _set(future, payload)
+    finally:
+        # Not awaited here: this task may be ending by cancellation.
+        leave = asyncio.ensure_future(layer.group_discard(group, channel))
+        leave.add_done_callback(_log_failure)
+
+
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    """A watcher that failed leaves its waiter to the in-process events and the timeout."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("tool call watcher failed: %r", task.exception())
+
+
+async def wait_final(
+    *,
+    call_id: int,
+    thread_id: int,
+    timeout: float,
+    read_final: Callable[[], Awaitable[dict[str, Any] | None]],
+    runs_here: bool = False,
+) -> dict[str, Any] | None:
+    """The call's final `toolcall` payload, or None after ``timeout`` seconds.
+
+    ``read_final``: reads the call and returns its payload if it is final already (None
+    otherwise); called once, after the group is joined. ``runs_here``: the call's task runs
+    in this process (``chat.runtime``), whose events end it; no first read. The waiter is
+    registered before anything is awaited, so a call that ends in this process meanwhile
+    resolves it."""
+    future = wait_for(call_id)
+    watcher = asyncio.ensure_future(
+        _watch(
+            future,
+            call_id=call_id,
+            thread_id=thread_id,
+            read_final=read_final,
+            runs_here=runs_here,
+        )
+    )
+    watcher.add_done_callback(_log_failure)
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), timeout=timeout)
+    except TimeoutError:
+        return None
+    finally:
+        discard(call_id, future)
+        watcher.cancel()

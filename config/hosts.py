@@ -19,7 +19,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseNotFound
 
-# One DNS label: what a server key may be (chat.view_bridge.sandbox_key_for makes them).
+# One DNS label: what a server key may be (chat.app_view_bridge.sandbox_key_for makes them).
 SERVER_KEY_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
 

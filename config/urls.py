@@ -5,7 +5,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("audit/", include("bindings.urls")),
+    path("audit/", include("audit.urls")),
     path("oauth/", include("mcp_bridge.urls")),
     path("", include("chat.urls")),
 ]

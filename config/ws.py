@@ -7,9 +7,9 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from audit.types import AuditEventType
 from bindings import ratelimit
 from bindings import services as authority
-from bindings.events import AuditEventType
 
 from .hosts import is_sandbox_host
 
@@ -25,7 +25,7 @@ def _audit_refused(reason: str, extra: dict[str, Any]) -> None:
     page that retries forever must not fill the audit log)."""
     if not ratelimit.take("socket_refusal_audit", "all").allowed:
         return
-    authority.record_action_refused(
+    authority.action_record_refused(
         user=None,
         workspace_id=None,
         thread_id=None,

@@ -23,28 +23,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from bindings.audit import record
-from bindings.events import AuditEventType, Decision
-
-from . import services
+from . import gateway, services
 from .errors import BridgeError
 from .models import AuthMode, McpServer, OAuthGrant, Tool, UiResource
-
-# Fields whose changes are audited by name (env / headers: only their keys).
-AUDITED_SERVER_FIELDS = (
-    "name",
-    "slug",
-    "transport",
-    "command",
-    "args",
-    "cwd",
-    "url",
-    "enabled",
-    "call_timeout",
-    "connect_timeout",
-    "sandbox_subdomain",
-    "auth_mode",
-)
 
 
 class McpServerForm(forms.ModelForm):
@@ -125,13 +106,6 @@ class McpServerForm(forms.ModelForm):
         return cleaned
 
 
-def _server_snapshot(server: McpServer) -> dict:
-    snap = {name: getattr(server, name) for name in AUDITED_SERVER_FIELDS}
-    snap["env_keys"] = sorted(server.env or {})
-    snap["header_keys"] = sorted(server.headers or {})
-    return snap
-
-
 # What a server executes or where it connects (and with which secrets): superusers only
 # (DESIGN §8.11). Other staff with the change permission may enable/disable a server and
 # tune its timeouts; the connection fields are not even shown to them (they hold secrets).
@@ -198,15 +172,8 @@ class McpServerAdmin(admin.ModelAdmin):
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context=None):
         if not _is_superuser(request) and request.user.is_staff:
             # Outside the admin's transaction: the refusal's audit row commits.
-            record(
-                event_type=AuditEventType.SERVER_CHANGE_REFUSED,
-                decision=Decision.DENIED,
-                actor_kind="user",
-                actor_user_id=request.user.pk,
-                actor_label="admin",
-                action="admin",
-                reason="superuser_required",
-                extra={"via": "admin", "attempt": "add server", "method": request.method},
+            services.server_change_refused(
+                actor=request.user, attempt="add server", method=request.method, actor_label="admin"
             )
             raise PermissionDenied("Only superusers add MCP servers.")
         return super().add_view(request, form_url, extra_context)
@@ -291,8 +258,6 @@ class McpServerAdmin(admin.ModelAdmin):
 
     @admin.action(description="Refresh catalogue (ask the servers for their tools now)")
     def refresh_catalogue(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
-        from . import gateway
-
         servers = list(queryset)
         with gateway.blocking_bridge() as bridge:
             for server in servers:
@@ -304,14 +269,14 @@ class McpServerAdmin(admin.ModelAdmin):
                 try:
                     tools = bridge.list_tools(services.spec_for(server))
                 except BridgeError as exc:
-                    services.record_health(server_id=server.pk, error=exc.user_message)
+                    services.server_record_health(server_id=server.pk, error=exc.user_message)
                     self.message_user(request, f"{server.name}: {exc.user_message}", messages.ERROR)
                     continue
                 except Exception as exc:  # a broken config must not crash the admin
-                    services.record_health(server_id=server.pk, error=str(exc)[:500])
+                    services.server_record_health(server_id=server.pk, error=str(exc)[:500])
                     self.message_user(request, f"{server.name}: {exc}", messages.ERROR)
                     continue
-                change = services.apply_catalogue(server=server, tools=tools)
+                change = services.catalogue_apply(server=server, tools=tools)
                 summary = (
                     ", ".join(
                         f"{len(names)} {label}"
@@ -336,63 +301,13 @@ class McpServerAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: McpServer, form, change: bool) -> None:
         if not _is_superuser(request) and not change:
             raise PermissionDenied("Only superusers add servers.")  # add_view audits it
-        with transaction.atomic():
-            before = (
-                _server_snapshot(McpServer.objects.get(pk=obj.pk)) if change and obj.pk else None
-            )
-            super().save_model(request, obj, form, change)
-            after = _server_snapshot(obj)
-            if before is None:
-                record(
-                    event_type=AuditEventType.SERVER_ADDED,
-                    decision=Decision.ALLOWED,
-                    actor_kind="user",
-                    actor_user_id=request.user.pk,
-                    actor_label="admin",
-                    server_id=obj.pk,
-                    action="admin",
-                    extra={
-                        "via": "admin",
-                        "transport": obj.transport,
-                        "env_keys": after["env_keys"],
-                        "header_keys": after["header_keys"],
-                    },
-                )
-                return
-            changed = sorted(k for k in after if after[k] != before[k])
-            secrets_changed = [name for name in ("env", "headers") if name in form.changed_data]
-            if changed or secrets_changed:
-                record(
-                    event_type=AuditEventType.SERVER_CHANGED,
-                    decision=Decision.ALLOWED,
-                    actor_kind="user",
-                    actor_user_id=request.user.pk,
-                    actor_label="admin",
-                    server_id=obj.pk,
-                    action="admin",
-                    extra={
-                        "via": "admin",
-                        "changed": sorted(set(changed) | set(secrets_changed)),
-                        "env_keys": after["env_keys"],
-                        "header_keys": after["header_keys"],
-                    },
-                )
+        secrets = [name for name in ("env", "headers") if name in form.changed_data]
+        services.server_save(
+            server=obj, actor=request.user, actor_label="admin", secrets_changed=secrets
+        )
 
     def delete_model(self, request: HttpRequest, obj: McpServer) -> None:
-        with transaction.atomic():
-            record(
-                event_type=AuditEventType.SERVER_REMOVED,
-                decision=Decision.ALLOWED,
-                actor_kind="user",
-                actor_user_id=request.user.pk,
-                actor_label="admin",
-                server_id=obj.pk,
-                action="admin",
-                extra={"via": "admin", "name": obj.name, "slug": obj.slug},
-            )
-            for grant in obj.oauth_grants.all():
-                services.grant_disconnect(grant=grant, actor=request.user, reason="server_removed")
-            obj.delete()
+        services.server_remove(server=obj, actor=request.user, actor_label="admin")
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
         with transaction.atomic():

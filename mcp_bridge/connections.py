@@ -430,13 +430,16 @@ class ConnectionManager:
         on_tools_changed: ToolsChangedCallback | None = None,
         on_health: HealthCallback | None = None,
         stderr_dir: str | os.PathLike[str] | None = None,
+        spool_dir: str | os.PathLike[str] | None = None,
         idle_timeout: float | None = None,
         client_name: str = "atrium",
         client_version: str = "0.1.0",
     ) -> None:
         """``stderr_dir``: where stdio servers' stderr logs go (default: a temp folder).
         ``idle_timeout``: close a connection unused for that many seconds (it reopens on the
-        next call); ``None`` keeps connections until closed."""
+        next call); ``None`` keeps connections until closed. ``spool_dir``: where stdio
+        servers' long media literals are streamed as they arrive (``mcp_bridge.spooled_media``;
+        ``None``: held in memory)."""
         self.on_tools_changed = on_tools_changed
         self.on_health = on_health
         self.idle_timeout = idle_timeout
@@ -445,6 +448,7 @@ class ConnectionManager:
             if stderr_dir is not None
             else Path(tempfile.gettempdir()) / "atrium-mcp"
         )
+        self.spool_dir = Path(spool_dir) if spool_dir is not None else None
         self._client_info = types.Implementation(name=client_name, version=client_version)
         self._servers: dict[str, _ServerState] = {}
         self._owner_tasks: set[asyncio.Task[None]] = set()
@@ -867,7 +871,7 @@ class ConnectionManager:
                 env=_child_environment(spec.env),
                 cwd=spec.cwd,
             )
-            async with stdio_client(params, errlog=errlog) as streams:
+            async with stdio_client(params, errlog=errlog, spool_dir=self.spool_dir) as streams:
                 yield streams
         finally:
             errlog.close()

@@ -252,10 +252,10 @@ def _restricted_reason(
     """Why a valid source may not reach a view's network directives, as ``(code, reason)``;
     None when it may (the admin list can still name it exactly)."""
     host = source.host
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None
     if host.startswith("["):
-        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.IPv6Address(host[1:-1])
-        mapped = address.ipv4_mapped
-        address = mapped or address
+        literal = ipaddress.IPv6Address(host[1:-1])
+        address = literal.ipv4_mapped or literal
     elif _is_canonical_ipv4(host):
         address = ipaddress.IPv4Address(host)
     else:

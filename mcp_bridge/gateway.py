@@ -12,15 +12,18 @@ import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from . import oauth, services
 from .connections import BlockingBridge, ConnectionManager, ServerSpec
 from .errors import AuthorizationRequired, BridgeError, InvalidArguments, ToolNotFound
 from .models import OAUTH_MODES, AuthMode, McpServer, Tool, UiResource
 from .schema import validate_arguments
+from .spooled_media import SPOOL_SUBDIR
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -33,7 +36,11 @@ def manager() -> ConnectionManager:
     loop = asyncio.get_running_loop()
     found = _managers.get(loop)
     if found is None:
-        found = ConnectionManager(on_tools_changed=_tools_changed)
+        found = ConnectionManager(
+            on_tools_changed=_tools_changed,
+            # Beside the staging files it becomes: staging renames it, never copies it.
+            spool_dir=Path(settings.MEDIA_STAGING_ROOT) / SPOOL_SUBDIR,
+        )
         _managers[loop] = found
     return found
 
@@ -56,7 +63,7 @@ async def close_all() -> None:
 
 @database_sync_to_async
 def _record_health(server_id: int, error: str | None) -> None:
-    services.record_health(server_id=server_id, error=error)
+    services.server_record_health(server_id=server_id, error=error)
 
 
 @database_sync_to_async
@@ -102,7 +109,7 @@ async def refresh_catalogue(server: McpServer) -> services.CatalogueChange:
             raise exc from None
         await _record_health(server.pk, exc.user_message)
         raise
-    return await database_sync_to_async(services.apply_catalogue)(server=server, tools=tools)
+    return await database_sync_to_async(services.catalogue_apply)(server=server, tools=tools)
 
 
 async def ensure_catalogue(server: McpServer) -> None:
@@ -200,7 +207,7 @@ def _call_grant(server: McpServer, tool_name: str, user_id: int | None):
         grant = None  # nobody to act for: never borrow another member's grant for a call
     else:
         grant = services.grant_for(server=server, user_id=user_id)
-    services.oauth_call_audit(server=server, user_id=user_id, grant=grant, tool_name=tool_name)
+    services.grant_record_call(server=server, user_id=user_id, grant=grant, tool_name=tool_name)
     return grant
 
 
@@ -240,7 +247,7 @@ async def ui_resource(server: McpServer, uri: str, *, refresh: bool = True) -> U
             return cached  # the last good version beats no view at all
         raise
     listing_meta = await _listing_meta(spec, uri)
-    return await database_sync_to_async(services.store_ui_resource)(
+    return await database_sync_to_async(services.ui_resource_store)(
         server=server, uri=uri, read_result=read, listing_meta=listing_meta
     )
 

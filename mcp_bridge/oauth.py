@@ -391,7 +391,7 @@ class _Flow:
         except Exception as exc:  # every failure is explained, audited and answered
             reason, self.message = _explain(exc, self.server, self.provider)
             log.info("sign-in to %s failed: %s (%s)", self.server.slug, reason, type(exc).__name__)
-            await _db(services.oauth_connect_failed)(
+            await _db(services.grant_connect_failed)(
                 server=self.server, user=self.user, reason=reason, message=self.message
             )
         if self.reply_to:

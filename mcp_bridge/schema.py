@@ -14,7 +14,7 @@ import functools
 import itertools
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import re2
@@ -76,12 +76,14 @@ def _brief(value: Any) -> str:
     return repr(text if len(text) <= 60 else text[:59] + "…")
 
 
-def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any):
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string") and _search(pattern, instance) is False:
         yield ValidationError(f"{_brief(instance)} does not match {pattern!r}")
 
 
-def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any):
+def _pattern_properties(
+    validator: Any, patterns: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
@@ -90,7 +92,9 @@ def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: An
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any):
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     known = schema.get("properties", {})

@@ -8,7 +8,7 @@ The file (Claude Desktop, Cursor, VS Code and others write the same shape)::
         "old": {"type": "sse", "url": "https://mcp.example.com/sse"}
     }}
 
-Each entry becomes the keyword arguments of ``mcp_bridge.services.add_server`` or an error
+Each entry becomes the keyword arguments of ``mcp_bridge.services.server_add`` or an error
 message naming what is wrong; one bad entry never hides the others.
 """
 
@@ -27,7 +27,7 @@ class ConfigFileError(ValueError):
 @dataclass(frozen=True)
 class ServerEntry:
     name: str
-    # `add_server` keyword arguments (transport, command/args/env or url/headers)…
+    # `server_add` keyword arguments (transport, command/args/env or url/headers)…
     fields: dict[str, Any] | None = None
     # …or why the entry cannot be used.
     error: str = ""
@@ -46,7 +46,7 @@ def _string_map(entry: dict[str, Any], field: str) -> dict[str, str]:
 
 
 def entry_fields(entry: Any) -> dict[str, Any]:
-    """`add_server` arguments for one entry; ``ValueError`` with a clear message if unusable."""
+    """`server_add` arguments for one entry; ``ValueError`` with a clear message if unusable."""
     if not isinstance(entry, dict):
         raise ValueError("Not an object.")
     url = entry.get("url")

@@ -15,8 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from bindings.audit import record
-from bindings.events import AuditEventType, Decision
+from audit.types import AuditEventType, Decision
+from audit.writer import record
 
 from .connections import ServerSpec
 from .errors import InvalidResource
@@ -69,7 +69,7 @@ def _resolve(value: str) -> str:
 
 def spec_for(server: McpServer) -> ServerSpec:
     """The connection spec of a server row; ``ServerConfigError`` if the row is unusable
-    (a row edited in the admin can hold what ``add_server`` would refuse)."""
+    (a row edited in the admin can hold what ``server_add`` would refuse)."""
     env = {k: _resolve(str(v)) for k, v in (server.env or {}).items()}
     headers = {k: _resolve(str(v)) for k, v in (server.headers or {}).items()}
     try:
@@ -128,7 +128,7 @@ def _check_server_fields(
                 raise ServerConfigError(problem)
 
 
-def add_server(
+def server_add(
     *,
     name: str,
     transport: str,
@@ -177,22 +177,126 @@ def add_server(
             call_timeout=call_timeout,
             auth_mode=auth_mode,
         )
+        _audit_server_added(server, actor=actor, via=via)
+    return server
+
+
+def _audit_server_added(server: McpServer, *, actor: Any, via: str, actor_label: str = "") -> None:
+    record(
+        event_type=AuditEventType.SERVER_ADDED,
+        decision=Decision.ALLOWED,
+        actor_kind="user" if actor else "system",
+        actor_user_id=getattr(actor, "pk", None),
+        actor_label=actor_label,
+        server_id=server.pk,
+        action="admin" if actor_label == "admin" else "",
+        # Key names only: values may be secrets.
+        extra={
+            "transport": server.transport,
+            "auth_mode": server.auth_mode,
+            "env_keys": sorted(server.env or {}),
+            "header_keys": sorted(server.headers or {}),
+            **({"via": via} if via else {}),
+        },
+    )
+
+
+# Fields whose changes are audited by name (env / headers: only their keys).
+AUDITED_SERVER_FIELDS = (
+    "name",
+    "slug",
+    "transport",
+    "command",
+    "args",
+    "cwd",
+    "url",
+    "enabled",
+    "call_timeout",
+    "connect_timeout",
+    "sandbox_subdomain",
+    "auth_mode",
+)
+
+
+def server_snapshot(server: McpServer) -> dict[str, Any]:
+    """What SERVER_CHANGED compares: the audited fields, and env / header key names."""
+    snap = {name: getattr(server, name) for name in AUDITED_SERVER_FIELDS}
+    snap["env_keys"] = sorted(server.env or {})
+    snap["header_keys"] = sorted(server.headers or {})
+    return snap
+
+
+def server_save(
+    *,
+    server: McpServer,
+    actor: Any,
+    actor_label: str = "",
+    secrets_changed: list[str] | tuple[str, ...] = (),
+) -> McpServer:
+    """Store a server edited as a whole (the admin's form), audited in the same transaction:
+    SERVER_ADDED for a new row, SERVER_CHANGED with the names of the fields that changed
+    (``secrets_changed``: env / headers whose values changed; only key names are stored)."""
+    via = actor_label or "service"
+    with transaction.atomic():
+        stored = McpServer.objects.filter(pk=server.pk).first() if server.pk else None
+        before = server_snapshot(stored) if stored is not None else None
+        server.save()
+        if before is None:
+            _audit_server_added(server, actor=actor, via=via, actor_label=actor_label)
+            return server
+        after = server_snapshot(server)
+        changed = sorted({k for k in after if after[k] != before[k]} | set(secrets_changed))
+        if changed:
+            record(
+                event_type=AuditEventType.SERVER_CHANGED,
+                decision=Decision.ALLOWED,
+                actor_kind="user" if actor else "system",
+                actor_user_id=getattr(actor, "pk", None),
+                actor_label=actor_label,
+                server_id=server.pk,
+                action="admin" if actor_label == "admin" else "",
+                extra={
+                    "via": via,
+                    "changed": changed,
+                    "env_keys": after["env_keys"],
+                    "header_keys": after["header_keys"],
+                },
+            )
+    return server
+
+
+def server_remove(*, server: McpServer, actor: Any, actor_label: str = "") -> None:
+    """Remove a server (its catalogue and bindings go with it); its OAuth grants are
+    disconnected first (tokens revoked at the provider), all audited."""
+    with transaction.atomic():
         record(
-            event_type=AuditEventType.SERVER_ADDED,
+            event_type=AuditEventType.SERVER_REMOVED,
             decision=Decision.ALLOWED,
             actor_kind="user" if actor else "system",
             actor_user_id=getattr(actor, "pk", None),
+            actor_label=actor_label,
             server_id=server.pk,
-            # Key names only: values may be secrets.
-            extra={
-                "transport": transport,
-                "auth_mode": auth_mode,
-                "env_keys": sorted(env or {}),
-                "header_keys": sorted(headers or {}),
-                **({"via": via} if via else {}),
-            },
+            action="admin" if actor_label == "admin" else "",
+            extra={"via": actor_label or "service", "name": server.name, "slug": server.slug},
         )
-    return server
+        for grant in server.oauth_grants.all():
+            grant_disconnect(grant=grant, actor=actor, reason="server_removed")
+        server.delete()
+
+
+def server_change_refused(*, actor: Any, attempt: str, method: str, actor_label: str = "") -> None:
+    """Audit a staff member's refused attempt to add or reconfigure a server (committed on
+    its own: the refusal is the point)."""
+    record(
+        event_type=AuditEventType.SERVER_CHANGE_REFUSED,
+        decision=Decision.DENIED,
+        actor_kind="user",
+        actor_user_id=getattr(actor, "pk", None),
+        actor_label=actor_label,
+        action="admin" if actor_label == "admin" else "",
+        reason="superuser_required",
+        extra={"via": actor_label or "service", "attempt": attempt, "method": method},
+    )
 
 
 # What a server starts or connects to: the fields an `mcpServers` entry sets (the others —
@@ -207,7 +311,7 @@ CONNECTION_FIELDS: dict[str, Any] = {
 }
 
 
-def update_server_connection(
+def server_update_connection(
     *, server_id: int, fields: dict[str, Any], actor: Any = None, via: str = ""
 ) -> tuple[McpServer, list[str]]:
     """Set what a server runs or where it connects (the `CONNECTION_FIELDS`; missing ones
@@ -262,7 +366,7 @@ class ImportedServer:
     error: str = ""
 
 
-def import_servers(
+def server_import(
     *, entries: list[ServerEntry], source: str, actor: Any = None
 ) -> list[ImportedServer]:
     """Apply the entries of an `mcpServers` file: add new servers, bring existing ones (same
@@ -320,9 +424,9 @@ def _import_entry(entry: ServerEntry, seen: dict[str, str], *, actor: Any) -> Im
     existing = McpServer.objects.filter(slug=slug).first() if slug else None
     try:
         if existing is None:
-            server = add_server(name=entry.name, actor=actor, via="import", **entry.fields)
+            server = server_add(name=entry.name, actor=actor, via="import", **entry.fields)
             return ImportedServer(entry.name, "added", server)
-        server, changed = update_server_connection(
+        server, changed = server_update_connection(
             server_id=existing.pk, fields=entry.fields, actor=actor, via="import"
         )
     except ServerConfigError as exc:
@@ -339,7 +443,7 @@ class CatalogueChange:
     problems: dict[str, list[str]] = field(default_factory=dict)
 
 
-def apply_catalogue(*, server: McpServer, tools: list[dict[str, Any]]) -> CatalogueChange:
+def catalogue_apply(*, server: McpServer, tools: list[dict[str, Any]]) -> CatalogueChange:
     """Upsert the server's tool rows from a `tools/list` answer (wire form)."""
     change = CatalogueChange()
     seen: set[str] = set()
@@ -402,7 +506,7 @@ def apply_catalogue(*, server: McpServer, tools: list[dict[str, Any]]) -> Catalo
     return change
 
 
-def store_ui_resource(
+def ui_resource_store(
     *,
     server: McpServer,
     uri: str,
@@ -473,7 +577,7 @@ def store_ui_resource(
     return resource
 
 
-def store_document(
+def ui_resource_store_document(
     *, server: McpServer, uri: str, mime_type: str, text: str, meta: dict[str, Any] | None
 ) -> UiResource:
     """Keep a UI document that arrived embedded in a tool result (legacy MCP-UI forms)."""
@@ -494,7 +598,7 @@ def store_document(
     return resource
 
 
-def record_health(*, server_id: int, error: str | None) -> None:
+def server_record_health(*, server_id: int, error: str | None) -> None:
     now = timezone.now()
     if error:
         McpServer.objects.filter(pk=server_id).update(last_error=error[:2000])
@@ -560,7 +664,7 @@ def authorization_claim(*, state: str, user: Any, problem: str = "") -> OAuthAut
         reason, message = "other_user", "This sign-in was started by someone else."
     elif not pending.filter(used_at__isnull=True).update(used_at=timezone.now()):
         reason, message = "replayed_state", "This sign-in link was already used."
-    if reason:
+    if reason or found is None:
         with transaction.atomic():
             record(
                 event_type=AuditEventType.OAUTH_CALLBACK_REJECTED,
@@ -661,7 +765,7 @@ def grant_disconnect(*, grant: OAuthGrant, actor: Any = None, reason: str = "dis
         )
 
 
-def grants_disconnect_member(*, user_id: int, reason: str) -> int:
+def grant_disconnect_member(*, user_id: int, reason: str) -> int:
     """A member left: their own grants go (shared grants stay)."""
     grants = list(OAuthGrant.objects.filter(user_id=user_id))
     for grant in grants:
@@ -669,7 +773,7 @@ def grants_disconnect_member(*, user_id: int, reason: str) -> int:
     return len(grants)
 
 
-def oauth_connect_failed(*, server: McpServer, user: Any, reason: str, message: str) -> None:
+def grant_connect_failed(*, server: McpServer, user: Any, reason: str, message: str) -> None:
     with transaction.atomic():
         record(
             event_type=AuditEventType.OAUTH_CONNECT_FAILED,
@@ -683,7 +787,7 @@ def oauth_connect_failed(*, server: McpServer, user: Any, reason: str, message: 
         )
 
 
-def oauth_call_audit(
+def grant_record_call(
     *, server: McpServer, user_id: int | None, grant: OAuthGrant | None, tool_name: str
 ) -> None:
     """Which auth mode a tool call ran with and whose grant it used (or that it had none)."""
@@ -707,7 +811,7 @@ def oauth_call_audit(
         )
 
 
-def grants_reseal() -> int:
+def grant_reseal_all() -> int:
     """Re-encrypt every grant with the newest key (after adding one; docs/oauth.md)."""
     count = 0
     for grant in OAuthGrant.objects.all():

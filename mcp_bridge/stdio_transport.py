@@ -3,15 +3,17 @@
 Drop-in for the SDK's ``mcp.client.stdio.stdio_client`` (same arguments, same streams of
 ``SessionMessage | Exception``, same shutdown sequence). Why we have our own: the SDK's
 reader decodes stdout as text and re-joins its whole pending buffer with every 64 KiB chunk
-(``(buffer + chunk).split("\\n")``), which is quadratic in the size of one message — a 50 MiB
-tool result took minutes of CPU. This one:
+(``(buffer + chunk).split("\\n")``), which is quadratic in the size of one message (a 50 MiB
+tool result: minutes of CPU; worth reporting upstream). This one:
 
 * reads raw bytes, finds newlines by scanning each chunk once, and joins the chunks of a
   line once when it is complete;
-* builds a very long string literal of a long line (a base64 media payload) as text *while
-  it arrives*, dropping its bytes chunk by chunk (``LiteralExtractor``): a 50 MiB video
-  result exists in this process once, as the ``str`` the session receives, never also as
-  bytes (measured: peak RSS +67 MiB for its 67 MiB of base64, was +133..199 MiB);
+* with a ``spool_dir``, streams a very long string literal of a long line (a base64 media
+  payload) into a spool file *while it arrives* (``LiteralExtractor``), a marker standing
+  in the message where it was: the process holds O(chunk) of a 50 MiB video result, never
+  the payload. A media field of a tool result stays in its file for the host's
+  normalization to claim (``mcp_bridge.spooled_media``); any other long literal is read
+  back as text. No C API tricks: plain files and ``bytes``;
 * follows a large message with a no-op, so the SDK's read loop does not keep it alive
   until the server next speaks (``_release_item``);
 * parses each line once, from bytes (no decoded text copy), into Python objects and then
@@ -30,13 +32,13 @@ POSIX only: on Windows (Job Objects) or a non-UTF-8 encoding it defers to the SD
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import secrets
 import sys
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 from typing import IO, Any
 
 import anyio
@@ -50,6 +52,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCResponse, jsonrpc_message_adapter
 from pydantic import ValidationError
 from pydantic_core import from_json
+
+from .spooled_media import SpooledLiteral, SpoolWriter, claim, register
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -81,7 +85,7 @@ _PREVIEW_BYTES = 80
 # nearly all of them, are only split on newlines)...
 SCAN_LINES_OVER_BYTES = 256 * 1024
 # ...and a string literal of such a line that is still open at the end of a read and has
-# reached this size is built as text from then on, its bytes dropped chunk by chunk.
+# reached this size is spooled to a file from then on, its bytes dropped chunk by chunk.
 SPILL_LITERALS_OVER_BYTES = 64 * 1024
 # After delivering a message this large, a no-op follows (see ``_release_item``).
 RELEASE_AFTER_BYTES = 1024 * 1024
@@ -120,28 +124,51 @@ class TruncatedMessage(ValueError):
 
 
 class SpilledLine:
-    """A complete line whose long string literals were taken out as they arrived.
+    """A complete line whose long string literals went to spool files as they arrived.
 
-    ``skeleton`` is the line's JSON with each of those literals replaced by a marker string
-    (``prefix`` + its index in ``values``); ``values`` holds the decoded texts. ``prefix``
-    carries 128 random bits, so no string a server writes can pass for a marker.
+    ``skeleton`` is the line's JSON with each of those literals replaced by a line marker
+    (``prefix`` + its index in ``values``). ``prefix`` carries 128 random bits, so no string
+    a server writes can pass for one. :meth:`resolve` turns the parsed skeleton into the
+    message the host works with: a literal in a tool result's media field (``content[i].data``
+    of an image or audio block, ``content[i].resource.blob``) stays in its file behind a
+    registered marker (``mcp_bridge.spooled_media``) for the host's normalization to claim;
+    any other literal is read back as text (rare: long texts are not base64 media).
     """
 
     __slots__ = ("prefix", "size", "skeleton", "values")
 
-    def __init__(self, skeleton: bytes, prefix: str, values: list[str], size: int) -> None:
+    def __init__(
+        self, skeleton: bytes, prefix: str, values: list[SpooledLiteral], size: int
+    ) -> None:
         self.skeleton = skeleton
         self.prefix = prefix
-        self.values = values
+        self.values: list[SpooledLiteral | None] = list(values)
         self.size = size  # of the line as it was written
 
     def __len__(self) -> int:
         return self.size
 
-    def restore(self, tree: Any) -> Any:
-        """Put the texts back where their markers are (values, and keys too)."""
+    def resolve(self, tree: Any) -> tuple[Any, list[str]]:
+        """The message tree with media literals behind registered markers (returned too, so
+        a caller that drops the message can release them) and other literals as text."""
+        registered = []
+        for holder, key in tool_result_media_fields(tree):
+            literal = self._take(holder[key])
+            if literal is not None:
+                holder[key] = register(literal)
+                registered.append(holder[key])
+        return self._restore_text(tree), registered
+
+    def discard(self) -> None:
+        """Remove the files of literals nobody took."""
+        for literal in self.values:
+            if literal is not None:
+                literal.discard()
+        self.values = []
+
+    def _restore_text(self, tree: Any) -> Any:
         if isinstance(tree, str):
-            return self._value(tree)
+            return self._text(tree)
         stack = [tree]
         while stack:
             node = stack.pop()
@@ -149,7 +176,7 @@ class SpilledLine:
                 for index, item in enumerate(node):
                     if isinstance(item, str):
                         if item.startswith(self.prefix):
-                            node[index] = self._value(item)
+                            node[index] = self._text(item)
                     elif isinstance(item, list | dict):
                         stack.append(item)
             elif isinstance(node, dict):
@@ -157,139 +184,82 @@ class SpilledLine:
                 for key, item in node.items():
                     if isinstance(item, str):
                         if item.startswith(self.prefix):
-                            node[key] = self._value(item)  # same keys: safe while iterating
+                            node[key] = self._text(item)  # same keys: safe while iterating
                     elif isinstance(item, list | dict):
                         stack.append(item)
                     if key.startswith(self.prefix):
                         renamed.append(key)
                 for key in renamed:
-                    node[self._value(key)] = node.pop(key)
+                    node[self._text(key)] = node.pop(key)
         return tree
 
-    def _value(self, marker: str) -> str:
+    def _take(self, marker: Any) -> SpooledLiteral | None:
+        if not isinstance(marker, str) or not marker.startswith(self.prefix):
+            return None
         index = marker[len(self.prefix) :]
-        if not marker.startswith(self.prefix) or not index.isdigit():
+        if not index.isdigit() or int(index) >= len(self.values):
+            return None
+        literal, self.values[int(index)] = self.values[int(index)], None
+        return literal
+
+    def _text(self, marker: str) -> str:
+        literal = self._take(marker)
+        if literal is None:
             return marker
-        return self.values[int(index)] if int(index) < len(self.values) else marker
+        try:
+            return literal.read_text()
+        finally:
+            literal.discard()
 
 
-class _AsciiText:
-    """A ``str`` built in place, the way C code builds one: ``PyUnicode_New`` with room to
-    spare, bytes copied straight into its buffer, ``PyUnicode_Resize`` (``realloc``) to grow
-    and, at the end, to the exact length. So a long text exists once, never as bytes plus
-    text, nor as two texts (``io.StringIO.getvalue`` and ``str.join`` both copy).
-
-    ASCII only (the caller checks each piece). The object is referenced by nobody but this
-    builder until ``finish`` hands it over, which is what makes resizing it in place legal.
-    The first allocation is above glibc's largest dynamic mmap threshold, so the buffer is
-    its own mapping from the start: growing it is ``mremap`` (no copy), pages never written
-    cost nothing, and shrinking returns the rest.
-    """
-
-    INITIAL_CAPACITY = 33 * 1024 * 1024
-
-    def __init__(self) -> None:
-        self._object: ctypes.c_void_p | None = ctypes.c_void_p(
-            _PyUnicode_New(self.INITIAL_CAPACITY, 127)
-        )
-        self._capacity = self.INITIAL_CAPACITY
-        self._length = 0
-        self._address: int = _PyUnicode_AsUTF8AndSize(self._object, None)
-
-    def __len__(self) -> int:
-        return self._length
-
-    def write(self, piece: bytes) -> None:
-        assert self._object is not None
-        needed = self._length + len(piece)
-        if needed > self._capacity:  # mremap: growing by steps costs no copy
-            self._resize(max(needed, self._capacity + self.INITIAL_CAPACITY))
-        ctypes.memmove(self._address + self._length, piece, len(piece))
-        self._length = needed
-
-    def bytes(self) -> bytes:
-        """A copy of the text so far, as bytes."""
-        return ctypes.string_at(self._address, self._length)
-
-    def finish(self) -> str:
-        """The text (exactly as long as what was written); the builder is done."""
-        assert self._object is not None
-        self._resize(self._length)
-        text = ctypes.cast(self._object, ctypes.py_object).value  # a new reference...
-        self.close()  # ...and ours is dropped: the caller holds the only one
-        return text
-
-    def close(self) -> None:
-        if self._object is not None:
-            _Py_DecRef(self._object)
-            self._object = None
-
-    def __del__(self) -> None:
-        with suppress(Exception):  # at interpreter exit the module may be half torn down
-            self.close()
-
-    def _resize(self, capacity: int) -> None:
-        assert self._object is not None
-        if _PyUnicode_Resize(ctypes.byref(self._object), capacity) != 0:
-            raise MemoryError
-        self._capacity = capacity
-        self._address = _PyUnicode_AsUTF8AndSize(self._object, None)
-
-
-def _c_api() -> tuple[Any, ...] | None:
-    """Private prototypes of the four C functions (``ctypes.pythonapi``'s shared function
-    objects are left alone). They hold the GIL and raise a set Python error."""
-    if sys.implementation.name != "cpython":
-        return None
-    api = ctypes.pythonapi
-    return (
-        ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_uint32)(
-            ("PyUnicode_New", api)
-        ),
-        ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_ssize_t)(
-            ("PyUnicode_Resize", api)
-        ),
-        ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
-            ("PyUnicode_AsUTF8AndSize", api)
-        ),
-        ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(("Py_DecRef", api)),
-    )
-
-
-_API = _c_api()
-if _API is not None:
-    _PyUnicode_New, _PyUnicode_Resize, _PyUnicode_AsUTF8AndSize, _Py_DecRef = _API
+def tool_result_media_fields(tree: Any) -> list[tuple[dict[str, Any], str]]:
+    """Where a tool result carries base64 media: (holder, key) pairs."""
+    result = tree.get("result") if isinstance(tree, dict) else None
+    content = result.get("content") if isinstance(result, dict) else None
+    if not isinstance(content, list):
+        return []
+    fields = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") in ("image", "audio") and "data" in block:
+            fields.append((block, "data"))
+        resource = block.get("resource")
+        if block.get("type") == "resource" and isinstance(resource, dict) and "blob" in resource:
+            fields.append((resource, "blob"))
+    return fields
 
 
 class LiteralExtractor:
-    """Builds one long line, taking its long string literals out as text as they arrive.
+    """Builds one long line, streaming its long string literals into spool files.
 
     Fed the line's bytes in order (any chunking), it keeps everything but those literals as
-    bytes (the *skeleton*) and writes each long literal's content into an ``_AsciiText`` as
-    it comes, so the bytes of each chunk are released at once and the literal ends up held
-    exactly once, as the ``str`` the parser would have made. ``finish`` returns the plain
-    ``bytes`` line when nothing was taken out, else a ``SpilledLine``.
+    bytes (the *skeleton*) and writes each long literal's content to a file of its own
+    (``SpoolWriter``) as it comes, so the bytes of each chunk are released at once and the
+    process holds O(chunk) of it. ``finish`` returns the plain ``bytes`` line when nothing
+    was taken out, else a ``SpilledLine``.
 
     Linear and mostly C-speed: a chunk with no backslash is classified by counting quotes
     (``bytes.count``/``rfind``); only chunks with backslashes are walked literal by literal.
     Only literals that are ASCII without escape sequences are taken out (base64 payloads);
-    one that turns out otherwise is kept as bytes (its text so far copied back) and left to
-    the JSON parser. Not validated here: control characters inside a taken-out literal (JSON
-    forbids them raw; they are harmless text).
+    one that turns out otherwise is read back as bytes and left to the JSON parser. Not
+    validated here: control characters inside a taken-out literal (JSON forbids them raw;
+    base64 decoding rejects them).
     """
 
-    def __init__(self, literal_threshold: int = SPILL_LITERALS_OVER_BYTES) -> None:
+    def __init__(self, spool_dir: Path, literal_threshold: int = SPILL_LITERALS_OVER_BYTES) -> None:
+        self.spool_dir = spool_dir
         self.literal_threshold = literal_threshold
         self.prefix = f"atrium-spill-{secrets.token_hex(16)}-"
         self._skeleton: list[bytes] = []
-        self._values: list[str] = []
+        self._values: list[SpooledLiteral] = []
         self._size = 0
         self._in_string = False
         self._escape = False  # the last byte fed was an unpaired backslash inside a string
-        self._plain = _API is not None  # the open literal may still be taken out
+        self._plain = True  # the open literal may still be taken out
         self._literal: list[bytes] = []  # the open literal's content as bytes...
         self._literal_bytes = 0
-        self._text: _AsciiText | None = None  # ...or as text, once it is long
+        self._spool: SpoolWriter | None = None  # ...or in a spool file, once it is long
 
     def feed(self, data: bytes) -> None:
         self._size += len(data)
@@ -310,9 +280,11 @@ class LiteralExtractor:
 
     def close(self) -> None:
         """Drop everything (a line abandoned half way)."""
-        if self._text is not None:
-            self._text.close()
-            self._text = None
+        if self._spool is not None:
+            self._spool.abort()
+            self._spool = None
+        for literal in self._values:
+            literal.discard()
         self._skeleton, self._literal, self._values = [], [], []
 
     # ---- scanning
@@ -373,18 +345,18 @@ class LiteralExtractor:
         if start >= end:
             return
         piece = data if start == 0 and end == len(data) else data[start:end]
-        if self._text is not None:
+        if self._spool is not None:
             if piece.isascii():
-                self._text.write(piece)
+                self._spool.write(piece)
                 return
             self._keep_as_bytes()
         self._literal.append(piece)
         self._literal_bytes += len(piece)
 
     def _maybe_take_out(self) -> None:
-        """The open literal reached the end of a chunk: build it as text from now on if it
-        is long (and so far ASCII without escapes)."""
-        if self._text is not None or not self._plain:
+        """The open literal reached the end of a chunk: spool it from now on if it is long
+        (and so far ASCII without escapes)."""
+        if self._spool is not None or not self._plain:
             return
         if self._literal_bytes < self.literal_threshold:
             return
@@ -392,34 +364,37 @@ class LiteralExtractor:
             self._plain = False
             return
         try:
-            self._text = _AsciiText()
-        except MemoryError:
+            self._spool = SpoolWriter(self.spool_dir)
+            for piece in self._literal:
+                self._spool.write(piece)
+        except OSError:
+            logger.warning("cannot spool a long literal to %s", self.spool_dir, exc_info=True)
+            if self._spool is not None:
+                self._spool.abort()
+                self._spool = None
             self._plain = False
             return
-        for piece in self._literal:
-            self._text.write(piece)
         self._literal, self._literal_bytes = [], 0
 
     def _keep_as_bytes(self) -> None:
         """The open literal stays bytes, for the JSON parser (escapes, non-ASCII)."""
         self._plain = False
-        if self._text is not None:
-            held = self._text.bytes()
-            self._text.close()
-            self._text = None
+        if self._spool is not None:
+            held = self._spool.read_back()
+            self._spool = None
             self._literal, self._literal_bytes = [held, *self._literal], len(held)
 
     def _close_literal(self) -> None:
-        if self._text is not None:
+        if self._spool is not None:
             marker = f"{self.prefix}{len(self._values)}"
-            self._values.append(self._text.finish())
-            self._text = None
+            self._values.append(self._spool.finish())
+            self._spool = None
             self._skeleton.append(marker.encode("ascii") + _QUOTE)
         else:
             self._skeleton.extend(self._literal)
             self._skeleton.append(_QUOTE)
         self._literal, self._literal_bytes = [], 0
-        self._in_string, self._escape, self._plain = False, False, _API is not None
+        self._in_string, self._escape, self._plain = False, False, True
 
 
 class LineSplitter:
@@ -431,9 +406,10 @@ class LineSplitter:
     Each chunk is scanned for newlines once. The pieces of an unfinished line are kept as
     they arrived and joined once, into an immutable ``bytes`` of the exact size, when its
     newline comes: the parser borrows ``bytes`` but copies a ``bytearray``, so a big line
-    costs one copy here and none there. A line that grows past ``scan_over`` bytes goes
-    through a ``LiteralExtractor`` from then on instead, so that a huge string payload is
-    held once, as text, and never also as bytes. Blank lines are skipped.
+    costs one copy here and none there. With a ``spool_dir``, a line that grows past
+    ``scan_over`` bytes goes through a ``LiteralExtractor`` from then on instead, so that a
+    huge string payload goes to a file as it arrives and is never held. Blank lines are
+    skipped.
     """
 
     def __init__(
@@ -442,10 +418,12 @@ class LineSplitter:
         *,
         scan_over: int = SCAN_LINES_OVER_BYTES,
         literal_threshold: int = SPILL_LITERALS_OVER_BYTES,
+        spool_dir: Path | None = None,
     ) -> None:
         if max_line_bytes <= 0:
             raise ValueError("max_line_bytes must be positive")
         self.max_line_bytes = max_line_bytes
+        self.spool_dir = spool_dir
         self.scan_over = scan_over
         self.literal_threshold = literal_threshold
         self._pieces: list[bytes] = []  # the unfinished line so far
@@ -490,8 +468,8 @@ class LineSplitter:
             self._extractor.feed(piece)
         else:
             self._pieces.append(piece)
-            if self._pending > self.scan_over:
-                self._extractor = LiteralExtractor(self.literal_threshold)
+            if self.spool_dir is not None and self._pending > self.scan_over:
+                self._extractor = LiteralExtractor(self.spool_dir, self.literal_threshold)
                 for held in self._pieces:
                     self._extractor.feed(held)
                 self._pieces = []
@@ -508,6 +486,7 @@ class LineSplitter:
         if self._extractor is not None:
             extractor = self._extractor
             extractor.feed(tail)
+            self._extractor = None  # handed over: not closed by the reset
             self._reset()
             line = extractor.finish()
             if not isinstance(line, bytes):
@@ -525,6 +504,8 @@ class LineSplitter:
     def _reset(self) -> None:
         self._pieces = []
         self._pending = 0
+        if self._extractor is not None:
+            self._extractor.close()  # a no-op once it has handed its line over
         self._extractor = None
         self._discarding = False
 
@@ -536,16 +517,18 @@ def parse_message(line: bytes | bytearray | SpilledLine) -> ReadItem:
     """One stdout line → a ``SessionMessage``, or a ``MalformedMessage`` to deliver as a value.
 
     Parsed once to Python objects, then validated: ``validate_json`` on the JSON-RPC union
-    builds an intermediate JSON tree and tries each member, which measured ~4 copies of a
-    large payload and twice the time; ``from_json`` makes each string once, and validating
-    the resulting dict reuses those strings (a ``SpilledLine``'s texts are put back into the
-    parsed tree, not copied).
+    builds an intermediate JSON tree and tries each member (several copies of a large
+    payload, see bench/README.md); ``from_json`` makes each string once, and validating
+    the resulting dict reuses those strings. A ``SpilledLine``'s media literals stay in their
+    spool files behind registered markers (``SpilledLine.resolve``); a line that does not
+    make a message releases them.
     """
     source = line.skeleton if isinstance(line, SpilledLine) else line
+    registered: list[str] = []
     try:
         tree = from_json(source)
         if isinstance(line, SpilledLine):
-            tree = line.restore(tree)
+            tree, registered = line.resolve(tree)
         message = jsonrpc_message_adapter.validate_python(tree, by_name=False)
     except ValidationError:
         problem = "valid JSON, but not a JSON-RPC request, notification, response or error"
@@ -553,6 +536,13 @@ def parse_message(line: bytes | bytearray | SpilledLine) -> ReadItem:
         problem = f"invalid JSON ({exc})"
     else:
         return SessionMessage(message)
+    finally:
+        if isinstance(line, SpilledLine):
+            line.discard()  # literals the message does not reference (e.g. duplicate keys)
+    for marker in registered:
+        literal = claim(marker)
+        if literal is not None:
+            literal.discard()
     preview = bytes(source[:_PREVIEW_BYTES]).decode("utf-8", "replace")
     return MalformedMessage(len(line), preview, problem)
 
@@ -563,12 +553,14 @@ async def stdio_client(
     errlog: IO[Any] = sys.stderr,
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    spool_dir: Path | None = None,
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[ReadItem], MemoryObjectSendStream[SessionMessage]]
 ]:
     """Spawn ``server`` and exchange newline-delimited JSON-RPC with it over stdin/stdout.
 
-    Raises ``OSError`` if the process cannot be started.
+    ``spool_dir``: where long literals of long lines go as they arrive (``None``: lines are
+    held whole, as bytes). Raises ``OSError`` if the process cannot be started.
     """
     if sys.platform == "win32" or server.encoding.lower().replace("-", "") != "utf8":
         async with sdk_stdio_client(server, errlog=errlog) as sdk_streams:  # type: ignore[arg-type]
@@ -594,7 +586,7 @@ async def stdio_client(
         try:
             async with to_session:
                 try:
-                    await _pump_lines(process.stdout, to_session, max_message_bytes)
+                    await _pump_lines(process.stdout, to_session, max_message_bytes, spool_dir)
                 finally:
                     await _drain(process.stdout)
         except anyio.ClosedResourceError:
@@ -647,10 +639,22 @@ async def stdio_client(
 
 
 async def _pump_lines(
-    stdout: ByteReceiveStream, sink: MemoryObjectSendStream[ReadItem], max_message_bytes: int
+    stdout: ByteReceiveStream,
+    sink: MemoryObjectSendStream[ReadItem],
+    max_message_bytes: int,
+    spool_dir: Path | None,
 ) -> None:
     """Read stdout to its end, delivering each line as a parsed message or an error item."""
-    splitter = LineSplitter(max_message_bytes)
+    splitter = LineSplitter(max_message_bytes, spool_dir=spool_dir)
+    try:
+        await _pump_split_lines(stdout, sink, splitter)
+    finally:
+        splitter.finish()  # a line cut off (cancelled, closed): its spool files go
+
+
+async def _pump_split_lines(
+    stdout: ByteReceiveStream, sink: MemoryObjectSendStream[ReadItem], splitter: LineSplitter
+) -> None:
     while True:
         try:
             chunk = await stdout.receive(_READ_CHUNK_BYTES)

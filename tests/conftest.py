@@ -1,13 +1,21 @@
-"""Shared fixtures: personas (owner, member, viewer, outsider) and small factories."""
+"""Shared fixtures: personas (owner, member, viewer, outsider; built with tests/factories.py),
+the websocket helpers, one Chromium for the run, and the --repeat option for flake checks."""
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
+from playwright.sync_api import sync_playwright
+
+from tests import factories, live, waiting
+from tests.live import CHROMIUM, CHROMIUM_ARGS
 
 # Live-server tests fork otherwise, and a forked child hangs after earlier async tests.
 multiprocessing.set_start_method("spawn", force=True)
@@ -58,43 +66,24 @@ class Personas:
         }
 
 
-@functools.cache
-def _password_hash(password: str, hashers: tuple[str, ...]) -> str:
-    """One real hash per password for the whole run: the default hasher costs ~0.3 s a user
-    on CI's machine, and every persona set made four. The hash (salt included) is as valid
-    for every user as for the first, also for live servers' processes."""
-    from django.contrib.auth.hashers import make_password
-
-    return make_password(password)
-
-
-def make_user(username: str, *, staff: bool = False, password: str = "pw-" + "x" * 12):
-    from django.conf import settings
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.create_user(username=username)
-    user.password = _password_hash(password, tuple(settings.PASSWORD_HASHERS))
-    user.save(update_fields=["password"])
-    if staff:
-        user.is_staff = user.is_superuser = True
-        user.save()
-    return user
+def make_user(username: str, *, staff: bool = False, password: str = factories.PASSWORD):
+    """A person (``UserFactory``); with ``staff`` an admin."""
+    hashed = factories.password_hash(password, tuple(settings.PASSWORD_HASHERS))
+    return factories.UserFactory(username=username, staff=staff, password=hashed)
 
 
 @pytest.fixture
 def personas(db) -> Personas:
-    from chat import services
-
     owner = make_user("olivia")
     member = make_user("marco")
     viewer = make_user("vera")
     outsider = make_user("oscar")
-    workspace = services.create_workspace(name="Acme", owner=owner)
-    services.set_membership(workspace=workspace, user=member, role="member")
-    services.set_membership(workspace=workspace, user=viewer, role="viewer")
-    thread = services.create_thread(workspace=workspace, title="Launch plan", actor=owner)
-    other_workspace = services.create_workspace(name="Globex", owner=outsider)
-    other_thread = services.create_thread(
+    workspace = factories.WorkspaceFactory(name="Acme", owner=owner)
+    factories.MembershipFactory(workspace=workspace, user=member, role="member")
+    factories.MembershipFactory(workspace=workspace, user=viewer, role="viewer")
+    thread = factories.ThreadFactory(workspace=workspace, title="Launch plan", actor=owner)
+    other_workspace = factories.WorkspaceFactory(name="Globex", owner=outsider)
+    other_thread = factories.ThreadFactory(
         workspace=other_workspace, title="Secret plans", actor=outsider
     )
     return Personas(
@@ -150,40 +139,44 @@ def ws_connect():
     yield connect
 
 
-ROOT_DIR = __import__("pathlib").Path(__file__).resolve().parent.parent
+ROOT_DIR = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def board_server(personas, tmp_path):
     """The real `board` example over stdio, bound to the personas' workspace."""
-    import sys
-
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
-
-    server = bridge_services.add_server(
+    server = factories.McpServerFactory(
         name="Board",
         slug="board",
-        transport="stdio",
         command=sys.executable,
         args=[str(ROOT_DIR / "examples" / "board" / "server.py")],
         env={"BOARD_STATE_FILE": str(tmp_path / "board.json")},
     )
-    binding = binding_services.create_binding(server=server, workspace=personas.workspace)
+    binding = factories.AppBindingFactory(server=server, workspace=personas.workspace)
     # What an admin of a board does: a standing approval for the view's harmless writes
     # (audited as a policy change); deleting still asks.
     for tool in ("move_item", "add_item"):
-        binding_services.set_tool_policy(binding=binding, tool_name=tool, approval="auto")
+        factories.ToolPolicyFactory(binding=binding, tool_name=tool, approval="auto")
     return server, binding
 
 
-async def next_frame(communicator, predicate, limit: int = 50, timeout: float = 15):
-    """The next frame matching predicate (frames in between are dropped)."""
-    for _ in range(limit):
-        frame = await communicator.receive_json_from(timeout=timeout)
+async def next_frame(communicator, predicate, limit: int | None = None, timeout: float = 30):
+    """The next frame matching predicate (frames in between are dropped), within ``timeout``
+    seconds in all; with ``limit``, among at most that many frames."""
+    if limit is None:
+        return await waiting.next_frame(communicator, predicate, timeout=timeout)
+    seen = 0
+
+    def within_limit(frame) -> bool:
+        nonlocal seen
+        seen += 1
         if predicate(frame):
-            return frame
-    raise AssertionError("no matching frame")
+            return True
+        if seen >= limit:
+            raise AssertionError(f"no matching frame among {limit}")
+        return False
+
+    return await waiting.next_frame(communicator, within_limit, timeout=timeout)
 
 
 async def open_socket(ws_connect, user, thread, caps: str = "interactiveToolUi"):
@@ -214,8 +207,28 @@ def toolcall_event(status: str | None = None, tool: str | None = None):
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Real-Chromium tests run last: they are the slowest and drive their own event loop."""
+    """Real-Chromium tests run last: they are the slowest and drive their own event loop
+    (see ``browser``)."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "browser" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("browser")
+    ]
+    if unmarked:
+        raise pytest.UsageError(f"tests using `browser` must be marked browser: {unmarked[:3]}")
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium through Playwright, launched once for the run; every test opens
+    its own contexts. Safe only because its tests run last (above): Playwright's sync API
+    keeps an asyncio loop running in the main thread while it is open, which would break
+    any async test after it."""
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture(autouse=True)
@@ -225,3 +238,30 @@ def fresh_rate_limits():
 
     ratelimit.reset_for_tests()
     yield
+
+
+def pytest_configure(config) -> None:
+    live.remember_pytest_config(config)
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each selected test N times in a row (flake checks, docs/testing.md)",
+    )
+
+
+@pytest.fixture
+def repeat_step(request) -> int:
+    return request.param
+
+
+def pytest_generate_tests(metafunc) -> None:
+    count = metafunc.config.getoption("repeat")
+    if count > 1:
+        metafunc.fixturenames.append("repeat_step")
+        metafunc.parametrize(
+            "repeat_step", range(1, count + 1), indirect=True, ids=lambda n: f"run{n}"
+        )

@@ -10,16 +10,27 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
-import time
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import dj_database_url
 import httpx
+import pytest
+from django.db import DEFAULT_DB_ALIAS, connections
+from pytest_django.plugin import blocking_manager_key
 
+from tests.waiting import poll
+
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 DAPHNE_MAX_MESSAGE = 8 * 1024 * 1024
@@ -31,17 +42,55 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_for_http(url: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
+def wait_for_http(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
+    """Until ``url`` answers. Polled: daphne logs no line when it starts listening. A
+    ``process`` that exits meanwhile fails the wait at once."""
+
+    def answers() -> bool:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the server exited with {process.returncode} before {url}")
         try:
             httpx.get(url, timeout=2.0)
-            return
-        except httpx.HTTPError as exc:
-            last = exc
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout}s: {last}")
+        except httpx.HTTPError:
+            return False
+        return True
+
+    poll(answers, timeout=timeout, interval=0.1, reason=f"{url} answers")
+
+
+_migrated_template: Path | None = None
+_pytest_config: pytest.Config | None = None
+
+
+def remember_pytest_config(config: pytest.Config) -> None:
+    global _pytest_config
+    _pytest_config = config
+
+
+def database_blocker() -> Any:
+    """pytest-django's database blocker: tests without the ``db`` fixture (the browser
+    suite) may still read a live server's database (``LiveAtrium.read``)."""
+    assert _pytest_config is not None, "tests/conftest.py remembers the pytest config"
+    return _pytest_config.stash[blocking_manager_key]
+
+
+def migrated_sqlite(env: dict[str, str]) -> Path:
+    """A migrated embedded database, made once per test run: every live server starts
+    from a copy instead of running ``migrate`` (a Django start-up and ~90 migrations)."""
+    global _migrated_template
+    if _migrated_template is None:
+        folder = Path(tempfile.mkdtemp(prefix="atrium-migrated-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        subprocess.run(
+            [PYTHON, "manage.py", "migrate", "-v0"],
+            cwd=ROOT,
+            env={**env, "ATRIUM_VAR_DIR": str(folder)},
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        _migrated_template = folder / "atrium.sqlite3"
+    return _migrated_template
 
 
 def _production_env(name: str) -> dict[str, str]:
@@ -120,7 +169,12 @@ class LiveAtrium:
         env.update(production)
         env.update(self.extra_env)
         self.env = env
-        self.manage("migrate", "-v0")
+        database = self.var_dir / "atrium.sqlite3"
+        if env.get("DATABASE_URL") or database.exists():
+            self.manage("migrate", "-v0")
+        else:
+            # The migrate command closed its connection: the WAL is checkpointed into the file.
+            shutil.copyfile(migrated_sqlite(env), database)
         return self
 
     def manage(self, *args: str, input: str | None = None) -> str:
@@ -168,7 +222,7 @@ class LiveAtrium:
         )
         if worker:
             self.start_worker()
-        wait_for_http(f"{self.app_origin}/login/")
+        wait_for_http(f"{self.app_origin}/login/", process=self.processes[0])
         return self
 
     def start_worker(self) -> subprocess.Popen:
@@ -231,6 +285,31 @@ class LiveAtrium:
 
         with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+
+    def read(self, query: Callable[[str], T]) -> T:
+        """``query(alias)`` in the test process against this server's database (the ORM
+        with ``.using(alias)``): no ``manage.py shell`` process, a Django start-up, per
+        read. Reads only; the server writes."""
+        alias = f"live-{self.port}"
+        if alias not in connections.settings:
+            url = self.env.get("DATABASE_URL")
+            own = (
+                dj_database_url.parse(url)
+                if url
+                else {"NAME": str(self.var_dir / "atrium.sqlite3")}
+            )
+            connections.settings[alias] = {**connections.settings[DEFAULT_DB_ALIAS], **own}
+
+        def read_and_close() -> T:
+            try:
+                return query(alias)
+            finally:
+                connections[alias].close()  # the next read sees the server's newer writes
+
+        # In a thread of its own: Playwright's sync API runs an event loop in this one,
+        # where Django refuses synchronous database work.
+        with database_blocker().unblock(), ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(read_and_close).result()
 
     def create_user(self, username: str, password: str | None = None, staff: bool = False) -> str:
         password = password or secrets.token_urlsafe(12)

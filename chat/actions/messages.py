@@ -6,9 +6,16 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from .. import services
-from ..commands import dispatch_command
-from . import ActionContext, ActionError, action, rate_limited_error, require_actor, take_tokens
+from .. import commands, services
+from ..agent import start_turn
+from .registry import (
+    ActionContext,
+    ActionError,
+    action,
+    rate_limited_error,
+    require_actor,
+    take_tokens,
+)
 
 
 @action("message.post")
@@ -21,13 +28,11 @@ async def post_message(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any
     if not verdict.allowed:
         raise rate_limited_error(verdict, "messages")
     try:
-        message = await database_sync_to_async(services.post_user_message)(
+        message = await database_sync_to_async(services.message_post)(
             thread=ctx.thread, author=ctx.user, text=text
         )
     except services.ChatError as exc:
         raise ActionError(exc.code, exc.message) from exc
-    if not await dispatch_command(ctx, message):
-        from ..agent import start_turn
-
+    if not await commands.dispatch_command(ctx, message):
         await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
     return {"messageId": message.pk}

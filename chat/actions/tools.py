@@ -7,15 +7,17 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
+from bindings.models import ApprovalRequest
 from bindings.policy import ActionKind
-from bindings.selectors import ensure_thread_catalogues, offered_tools
-from bindings.services import BindingError, record_refused_request
-from bindings.services import revoke_allowance as revoke
+from bindings.selectors import offered_tools
+from bindings.services import BindingError, request_record_refused, thread_catalogues_ensure
+from bindings.services import allowance_revoke as revoke
 from mcp_bridge.models import McpServer
 
-from .. import agent, toolcalls
+from .. import agent
 from ..models import ToolCall, ToolCallStatus
-from . import (
+from ..services import approvals, tool_calls
+from .registry import (
     ActionContext,
     ActionError,
     action,
@@ -32,7 +34,7 @@ def _offered(ctx: ActionContext) -> list[dict[str, Any]]:
 
 @action("tools.list")
 async def list_tools(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
-    await ensure_thread_catalogues(ctx.thread)
+    await thread_catalogues_ensure(thread=ctx.thread)
     return {"tools": await _offered(ctx)}
 
 
@@ -47,7 +49,7 @@ async def call_tool_as_user(
     server = await _server(server_slug) if isinstance(server_slug, str) else None
     if not ctx.can_act:
         # Viewers never call; the refusal is audited like the policy's own (rule 3).
-        await database_sync_to_async(record_refused_request)(
+        await database_sync_to_async(request_record_refused)(
             action_kind=ActionKind.USER_TOOL_CALL,
             actor_kind="user",
             user=ctx.user,
@@ -67,8 +69,8 @@ async def call_tool_as_user(
     verdict = await take_tokens(ctx, [("tool_call", str(ctx.user.pk))])
     if not verdict.allowed:
         raise rate_limited_error(verdict, "tool calls")
-    return await toolcalls.start_tool_call(
-        toolcalls.CallRequest(
+    return await tool_calls.tool_call_start(
+        tool_calls.CallRequest(
             thread=ctx.thread,
             server=server,
             tool_name=tool_name,
@@ -107,7 +109,7 @@ async def cancel_tool(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]
         raise ActionError("not_found", "That tool call is not in this thread.")
     if call.status not in CANCELLABLE:
         raise ActionError("not_running", "That tool call is not running.")
-    await toolcalls.cancel_tool_call(call=call, user_id=ctx.user.pk, reason="cancelled_by_member")
+    await tool_calls.tool_call_stop(call=call, user_id=ctx.user.pk, reason="cancelled_by_member")
     return {"cancelled": True}
 
 
@@ -131,7 +133,7 @@ APPROVAL_DECISIONS = {
 
 
 @action("approval.decide")
-async def decide_approval(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+async def approval_decide_request(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     # No require_actor: a viewer's attempt is refused (and audited) by the service.
     approval_id = msg.get("approvalId")
     decision = msg.get("decision")
@@ -149,7 +151,7 @@ async def decide_approval(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, 
         raise ActionError("not_found", "That approval request is not in this thread.")
     approve, remember = APPROVAL_DECISIONS[decision]
     try:
-        call = await toolcalls.decide_approval(
+        call = await approvals.approval_decide(
             approval_id=approval_id,
             decider=ctx.user,
             role=ctx.membership.role,
@@ -164,7 +166,7 @@ async def decide_approval(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, 
 
 
 @action("allowance.revoke")
-async def revoke_allowance(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+async def allowance_revoke_request(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     """Revoke an allowance that applies to this thread: the next call it covered asks."""
     allowance_id = msg.get("allowanceId")
     if not isinstance(allowance_id, int) or isinstance(allowance_id, bool):
@@ -182,6 +184,4 @@ async def revoke_allowance(ctx: ActionContext, msg: dict[str, Any]) -> dict[str,
 
 
 def _approval_in_thread(approval_id: int, thread_id: int) -> bool:
-    from bindings.models import ApprovalRequest
-
     return ApprovalRequest.objects.filter(pk=approval_id, thread_id=thread_id).exists()

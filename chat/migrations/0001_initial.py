@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('bindings', '0001_initial'),
+        ("bindings", "0001_squashed_0006_allowances"),
         ('mcp_bridge', '0001_initial'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

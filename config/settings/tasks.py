@@ -17,7 +17,17 @@ if CELERY_BROKER_URL == "filesystem://":
     for _folder in ("queue", "processed", "control"):
         (CELERY_DATA_DIR / _folder).mkdir(parents=True, exist_ok=True)
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {}
+    # Redis keeps a delivered, unacknowledged message (acks late) for this long before
+    # another worker may take it: a worker killed mid-task (SIGKILL, OOM) has its task
+    # finished by another one after that. Longer than the longest task (TIME_LIMIT in
+    # chat/tasks.py, 150 s), or a slow task would run twice (tasks are idempotent).
+    _visibility = env_int("ATRIUM_BROKER_VISIBILITY_TIMEOUT", 600)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": _visibility,
+        # Every worker looks for abandoned messages this often (kombu's Redis transport).
+        "unacked_restore_interval": max(1, min(10, _visibility // 2)),
+        "unacked_restore_throttle": 1,
+    }
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
@@ -42,8 +52,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "chat.tasks.reap_turn_leases",
         "schedule": float(ATRIUM_SWEEP_INTERVAL),
     },
+    "fail-orphaned-tool-calls": {
+        "task": "chat.tasks.fail_orphaned_tool_calls",
+        "schedule": float(ATRIUM_SWEEP_INTERVAL),
+    },
     "requeue-stale-staged-media": {
         "task": "chat.tasks.requeue_stale_staged_media",
         "schedule": 300.0,
+    },
+    "sweep-orphan-staging": {
+        "task": "chat.tasks.sweep_orphan_staging",
+        "schedule": 900.0,
     },
 }

@@ -88,8 +88,8 @@ def test_csv_to_a_file_has_clean_line_endings(fixture_events, tmp_path):
 
 
 def test_html_is_a_standalone_report(fixture_events, tmp_path, personas):
-    from bindings.audit import record
-    from bindings.events import AuditEventType, Decision
+    from audit.types import AuditEventType, Decision
+    from audit.writer import record
 
     with at(DAY1, 16):
         record(
@@ -113,7 +113,7 @@ def test_html_is_a_standalone_report(fixture_events, tmp_path, personas):
     # Absolute links to the admin of the configured app origin.
     from django.conf import settings
 
-    assert f"{settings.ATRIUM_APP_ORIGIN}/admin/bindings/auditevent/" in html
+    assert f"{settings.ATRIUM_APP_ORIGIN}/admin/audit/auditevent/" in html
     # Hostile values are escaped (text and SVG).
     assert "<img src=x" not in html and "&lt;script&gt;" in html
     charts = re.findall(
@@ -133,8 +133,8 @@ def test_html_for_an_empty_range(db, tmp_path):
 
 
 def test_formula_cells_are_defused_in_csv(fixture_events, personas):
-    from bindings.audit import record
-    from bindings.events import AuditEventType, Decision
+    from audit.types import AuditEventType, Decision
+    from audit.writer import record
 
     with at(DAY1, 17):
         record(

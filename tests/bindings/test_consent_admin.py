@@ -26,18 +26,18 @@ def _client(user) -> Client:
 def decide_call(personas, board_server):
     """The model's call of the board's write tool ``add_item`` (no standing policy)."""
     from bindings.models import ToolPolicy
-    from chat import toolcalls
+    from chat.services import tool_calls
     from mcp_bridge import gateway, services
     from mcp_bridge.models import Tool
 
     server, binding = board_server
     ToolPolicy.objects.filter(binding=binding).delete()  # the fixture's standing approvals
     with gateway.blocking_bridge() as bridge:
-        services.apply_catalogue(server=server, tools=bridge.list_tools(services.spec_for(server)))
+        services.catalogue_apply(server=server, tools=bridge.list_tools(services.spec_for(server)))
 
     def decide(title: str):
-        call, outcome = toolcalls.record_decision(
-            request=toolcalls.CallRequest(
+        call, outcome = tool_calls.tool_call_decide(
+            request=tool_calls.CallRequest(
                 thread=personas.thread,
                 server=server,
                 tool_name="add_item",
@@ -63,7 +63,8 @@ ALLOWANCES = "/admin/bindings/allowance/"
 
 
 def test_owner_allows_in_the_workspace_from_the_admin_then_revokes(personas, decide_call):
-    from bindings.models import Allowance, AuditEvent
+    from audit.models import AuditEvent
+    from bindings.models import Allowance
 
     call, outcome = decide_call("First")
     assert outcome == "ask"
@@ -101,7 +102,8 @@ def test_owner_allows_in_the_workspace_from_the_admin_then_revokes(personas, dec
 
 
 def test_a_member_cannot_allow_in_the_workspace_from_the_admin(personas, decide_call):
-    from bindings.models import Allowance, AuditEvent
+    from audit.models import AuditEvent
+    from bindings.models import Allowance
 
     call, _ = decide_call("First")
     member = _client(personas.member)

@@ -62,7 +62,7 @@ def consent_servers(personas, tmp_path):
     from bindings import services as binding_services
     from mcp_bridge import services as bridge_services
 
-    board = bridge_services.add_server(
+    board = bridge_services.server_add(
         name="Board",
         slug="board",
         transport="stdio",
@@ -72,16 +72,16 @@ def consent_servers(personas, tmp_path):
     )
     basic_entry = third_party.SERVERS["basic-vanillajs"]
     node, *args = basic_entry.command(*basic_entry.stdio_args)
-    basic = bridge_services.add_server(
+    basic = bridge_services.server_add(
         name="Basic", slug="basic", transport="stdio", command=node, args=args
     )
     for server in (board, basic):
-        binding_services.create_binding(server=server, workspace=personas.workspace)
+        binding_services.binding_create(server=server, workspace=personas.workspace)
     return {"board": board, "basic": basic}
 
 
 def _audit(**filters):
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     return list(
         AuditEvent.objects.filter(**filters)

@@ -1,4 +1,4 @@
-"""`bindings.audit`'s lean row helpers read and write exactly what the ORM would."""
+"""`audit.rows`' lean statements read and write exactly what the ORM would."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ def _values(instance) -> dict:
 
 
 def test_select_rows_converts_like_the_orm(personas):
+    from audit.rows import select_rows
     from bindings import services
-    from bindings.audit import select_rows
     from bindings.models import AppBinding
     from mcp_bridge import services as bridge
     from mcp_bridge.models import McpServer
 
-    server = bridge.add_server(
+    server = bridge.server_add(
         name="Board",
         transport="stdio",
         command="python",
         args=["-c", "x"],
         env={"A": "${ATRIUM_MCP_B}"},
     )
-    binding = services.create_binding(
+    binding = services.binding_create(
         server=server,
         workspace=personas.workspace,
         thread=personas.thread,
@@ -34,31 +34,31 @@ def test_select_rows_converts_like_the_orm(personas):
         enabled=False,
     )
     for model, pk in ((McpServer, server.pk), (AppBinding, binding.pk)):
-        (lean,) = select_rows(model, "id = %s", [pk])
+        (lean,) = select_rows(model, id=pk)
         assert _values(lean) == _values(model.objects.get(pk=pk))
         assert not lean._state.adding
-    (lean,) = select_rows(AppBinding, "id = %s", [binding.pk])
+    (lean,) = select_rows(AppBinding, id=binding.pk)
     assert lean.enabled is False  # a bool, not SQLite's 0
-    assert select_rows(AppBinding, "id = %s", [binding.pk + 1000]) == []
+    assert select_rows(AppBinding, id=binding.pk + 1000) == []
 
 
 def test_select_rows_only_defers_the_other_fields(personas):
-    from bindings.audit import select_rows
+    from audit.rows import select_rows
     from chat.models import Membership
 
     membership = Membership.objects.get(user=personas.member, workspace=personas.workspace)
-    (lean,) = select_rows(Membership, "id = %s", [membership.pk], only=("id", "role"))
+    (lean,) = select_rows(Membership, id=membership.pk, only=("id", "role"))
     assert lean.role == "member"
     assert lean.get_deferred_fields() == {"workspace_id", "user_id", "created_at"}
     assert lean.user_id == personas.member.pk  # loaded on access
 
 
 def test_insert_and_update_rows_store_what_save_would(personas):
-    from bindings.audit import insert_row, update_row
+    from audit.rows import insert_row, update_row
     from chat.models import ToolCall
     from mcp_bridge import services as bridge
 
-    server = bridge.add_server(name="Board", transport="stdio", command="python")
+    server = bridge.server_add(name="Board", transport="stdio", command="python")
     call = ToolCall(
         thread=personas.thread,
         server=server,
@@ -77,14 +77,78 @@ def test_insert_and_update_rows_store_what_save_would(personas):
     assert update_row(call, ["status", "result"]) == 1
     stored = ToolCall.objects.get(pk=call.pk)
     assert (stored.status, stored.result, stored.widget_state) == ("success", call.result, None)
-    assert update_row(call, ["status"], where="status = %s", params=["running"]) == 0
+    assert update_row(call, ["status"], only_if={"status": "running"}) == 0
+    call.status = "error"
+    assert update_row(call, ["status"], only_if={"status": "success"}) == 1
+    assert ToolCall.objects.get(pk=call.pk).status == "error"
 
 
 def test_audit_rows_stay_append_only():
-    from bindings.audit import record
-    from bindings.events import AuditEventType, Decision
+    from audit.types import AuditEventType, Decision
+    from audit.writer import record
 
     event = record(event_type=AuditEventType.TOOL_CALL_COMPLETED, decision=Decision.ALLOWED)
     assert event.pk is not None
     with pytest.raises(PermissionError):
         event.save()
+
+
+def test_conditions_by_field_name_match_the_orm(personas):
+    from audit.rows import OrNull, select_rows
+    from bindings import services
+    from bindings.models import AppBinding
+    from mcp_bridge import services as bridge
+
+    server = bridge.server_add(name="Board", transport="stdio", command="python")
+    other = bridge.server_add(name="Other", transport="stdio", command="python")
+    workspace_wide = services.binding_create(server=server, workspace=personas.workspace)
+    own = services.binding_create(
+        server=server, workspace=personas.workspace, thread=personas.thread
+    )
+    services.binding_create(server=other, workspace=personas.workspace)
+
+    def ids(rows) -> set[int]:
+        return {row.pk for row in rows}
+
+    either = select_rows(
+        AppBinding,
+        server_id=server.pk,
+        workspace_id=personas.workspace.pk,
+        thread_id=OrNull(personas.thread.pk),
+    )
+    assert ids(either) == {workspace_wide.pk, own.pk}
+    assert ids(select_rows(AppBinding, server_id=server.pk, thread_id=None)) == {workspace_wide.pk}
+    assert ids(select_rows(AppBinding, thread_id=personas.thread.pk)) == {own.pk}
+    assert ids(select_rows(AppBinding, workspace_id=personas.workspace.pk)) == ids(
+        AppBinding.objects.filter(workspace_id=personas.workspace.pk)
+    )
+
+
+def test_a_condition_on_something_that_is_not_a_column_is_refused(personas):
+    from audit.rows import select_rows
+    from bindings.models import AppBinding
+
+    with pytest.raises(TypeError):
+        select_rows(AppBinding, policies=1)
+
+
+def test_exists_and_above_conditions(personas):
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from audit.rows import Above, RowExists, select_rows
+    from chat.models import Membership
+
+    membership = Membership.objects.get(user=personas.member, workspace=personas.workspace)
+    user = get_user_model().objects.get(pk=personas.member.pk)
+    active = RowExists(get_user_model(), id=user.pk, is_active=True, password=user.password)
+    assert select_rows(Membership, active, id=membership.pk) == [membership]
+    changed = RowExists(get_user_model(), id=user.pk, password=user.password + "x")
+    assert select_rows(Membership, active, changed, id=membership.pk) == []
+    joined = membership.created_at
+    assert select_rows(Membership, id=membership.pk, created_at=Above(joined)) == []
+    earlier = joined - timedelta(seconds=1)
+    assert select_rows(Membership, id=membership.pk, created_at=Above(earlier)) == [membership]
+    assert timezone.is_aware(joined)

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from bindings.events import AuditEventType, Decision
-from bindings.models import AppBinding, AuditEvent, ToolPolicy
+from audit.models import AuditEvent
+from audit.types import AuditEventType, Decision
+from bindings.models import AppBinding, ToolPolicy
 from mcp_bridge.models import McpServer
 from mcp_bridge.server_config import ConfigFileError, parse_mcp_servers
 
@@ -211,7 +212,7 @@ def test_bind_workspace_and_thread_idempotently(personas) -> None:
         "Already bound: 'board' to workspace 'acme'.",
         "  runs without asking: move_item, add_item",
     ]
-    binding = AppBinding.objects.get(thread=None)
+    binding = AppBinding.objects.get(thread_id=None)
     # A narrower rule set by an admin is kept; only the approval changes.
     ToolPolicy.objects.filter(binding=binding, tool_name="add_item").update(
         risk="write", approval="ask", visibility_override=["app"]

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bindings.events import (
+from audit.types import (
     AuditEventType,
     Decision,
     EventCategory,

@@ -23,7 +23,7 @@ from tests.conftest import make_user
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("audit/", include("bindings.urls")),
+    path("audit/", include("audit.urls")),
     path("", include("chat.urls")),
 ]
 
@@ -68,14 +68,14 @@ def seed_known_events(personas):
 
     Acme (personas.workspace): 13 events; Globex (other_workspace): 3 events.
     """
-    from bindings.audit import record
-    from bindings.events import AuditEventType as T
-    from bindings.events import Decision as D
+    from audit.types import AuditEventType as T
+    from audit.types import Decision as D
+    from audit.writer import record
     from bindings.models import AppBinding
 
     board, vault = _servers()
-    binding = AppBinding.objects.create(server=board, workspace=personas.workspace)
-    other = AppBinding.objects.create(server=vault, workspace=personas.other_workspace)
+    binding = AppBinding.objects.create(server=board, workspace_id=personas.workspace.pk)
+    other = AppBinding.objects.create(server=vault, workspace_id=personas.other_workspace.pk)
     ws, th = personas.workspace.pk, personas.thread.pk
 
     def acme(**kw):
@@ -219,7 +219,7 @@ def seed_known_events(personas):
 
 
 def _filters(**kw):
-    from bindings.reports import ReportFilters
+    from audit.reports import ReportFilters
 
     return ReportFilters(since=DAY1, until=DAY3, **kw)
 
@@ -232,7 +232,7 @@ def _staff():
 
 
 def test_totals_per_day_tools_denials_and_latency_match_the_fixture(fixture_events):
-    from bindings.reports import build_report
+    from audit.reports import build_report
 
     report = build_report(_filters())
     assert report.totals == {
@@ -290,14 +290,14 @@ def test_totals_per_day_tools_denials_and_latency_match_the_fixture(fixture_even
     ],
 )
 def test_each_filter_really_filters(fixture_events, kwargs, expected):
-    from bindings.reports import build_report, filtered_events
+    from audit.reports import build_report, filtered_events
 
     assert filtered_events(_filters(**kwargs)).count() == expected
     assert build_report(_filters(**kwargs)).total == expected
 
 
 def test_scope_filters_workspace_server_binding_and_dates(fixture_events, personas):
-    from bindings.reports import ReportFilters, filtered_events
+    from audit.reports import ReportFilters, filtered_events
 
     assert filtered_events(_filters(workspace_id=personas.workspace.pk)).count() == 13
     assert filtered_events(_filters(workspace_id=personas.other_workspace.pk)).count() == 3
@@ -311,7 +311,7 @@ def test_scope_filters_workspace_server_binding_and_dates(fixture_events, person
 
 
 def test_long_ranges_are_bucketed_by_week_then_month(fixture_events):
-    from bindings.reports import ReportFilters, build_report
+    from audit.reports import ReportFilters, build_report
 
     weekly = build_report(ReportFilters(since=date(2025, 1, 1), until=date(2025, 6, 30)))
     assert weekly.per_period.granularity == "week"
@@ -335,7 +335,7 @@ def _texts(root: ET.Element) -> list[str]:
 
 
 def test_charts_are_well_formed_svg_with_the_expected_bars(fixture_events):
-    from bindings.reports import build_report, render_charts
+    from audit.reports import build_report, render_charts
 
     charts = render_charts(build_report(_filters()), link=lambda o: "?x=1")
     ns = "{http://www.w3.org/2000/svg}"
@@ -362,7 +362,7 @@ def test_charts_are_well_formed_svg_with_the_expected_bars(fixture_events):
 
 
 def test_empty_report_renders_empty_state_charts(db):
-    from bindings.reports import build_report, render_charts
+    from audit.reports import build_report, render_charts
 
     charts = render_charts(build_report(_filters()))
     for markup in charts.values():
@@ -371,9 +371,9 @@ def test_empty_report_renders_empty_state_charts(db):
 
 
 def test_hostile_tool_names_and_reasons_are_escaped_in_svg_and_html(fixture_events, personas):
-    from bindings.audit import record
-    from bindings.events import AuditEventType, Decision
-    from bindings.reports import build_report, render_charts
+    from audit.reports import build_report, render_charts
+    from audit.types import AuditEventType, Decision
+    from audit.writer import record
 
     with at(DAY2, 13):
         record(
@@ -414,7 +414,7 @@ def test_staff_sees_the_report_with_numbers_charts_and_table(fixture_events):
     html = response.content.decode()
     assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart-svg"') == 4
     assert "Audited events" in html and ">16<" in html
-    assert "/admin/bindings/auditevent/" in html  # drill-down to the admin
+    assert "/admin/audit/auditevent/" in html  # drill-down to the admin
     assert "export.csv?since=2025-03-10" in html
     assert response.context["page_obj"].paginator.count == 16
     # No inline style or script: the page works under the strict CSP.
@@ -436,8 +436,8 @@ def test_report_page_filters_and_paginates(fixture_events, personas):
     rows = response.context["rows"]
     assert {r["event"].reason for r in rows} == {"tool_not_visible_to_app"}
 
-    from bindings.audit import record
-    from bindings.events import AuditEventType, Decision
+    from audit.types import AuditEventType, Decision
+    from audit.writer import record
 
     with at(DAY1, 20):
         for _ in range(60):
@@ -511,7 +511,7 @@ def _stream(response) -> str:
 
 
 def test_csv_export_parses_and_matches_the_filter(fixture_events, personas):
-    from bindings.reports import EXPORT_COLUMNS
+    from audit.reports import EXPORT_COLUMNS
 
     client = Client()
     client.force_login(_staff())
@@ -549,8 +549,8 @@ def test_json_export_parses_and_matches_the_csv(fixture_events):
 
 
 def test_exports_defuse_spreadsheet_formulas_but_json_keeps_exact_values(fixture_events, personas):
-    from bindings.audit import record
-    from bindings.events import AuditEventType, Decision
+    from audit.types import AuditEventType, Decision
+    from audit.writer import record
 
     with at(DAY2, 14):
         record(

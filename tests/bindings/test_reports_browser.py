@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live import CHROMIUM, CHROMIUM_ARGS, LiveAtrium
+from tests.live import LiveAtrium
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -26,8 +26,8 @@ from datetime import datetime, timedelta, timezone as tz
 from unittest import mock
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from bindings.audit import record
-from bindings.events import AuditEventType as T, Decision as D
+from audit.writer import record
+from audit.types import AuditEventType as T, Decision as D
 from bindings.models import AppBinding
 from chat import services as chat
 from mcp_bridge.models import McpServer
@@ -35,19 +35,19 @@ from mcp_bridge.models import McpServer
 U = get_user_model()
 rng = random.Random(7)
 people = {n: U.objects.get_or_create(username=n)[0] for n in ("olivia", "marco", "vera", "priya")}
-acme = chat.create_workspace(name="Acme", owner=people["olivia"])
-ops = chat.create_workspace(name="Ops", owner=people["priya"])
+acme = chat.workspace_create(name="Acme", owner=people["olivia"])
+ops = chat.workspace_create(name="Ops", owner=people["priya"])
 for name, role in (("marco", "member"), ("vera", "viewer")):
-    chat.set_membership(workspace=acme, user=people[name], role=role)
-launch = chat.create_thread(workspace=acme, title="Launch plan", actor=people["olivia"])
-incident = chat.create_thread(workspace=ops, title="Incident 42", actor=people["priya"])
+    chat.membership_set(workspace=acme, user=people[name], role=role)
+launch = chat.thread_create(workspace=acme, title="Launch plan", actor=people["olivia"])
+incident = chat.thread_create(workspace=ops, title="Incident 42", actor=people["priya"])
 servers = {}
 for name in ("Board", "Docs", "Deploy"):
     servers[name] = McpServer.objects.create(name=name, slug=name.lower(), transport="stdio", command="x")
 bindings = {
-    "Board": AppBinding.objects.create(server=servers["Board"], workspace=acme),
-    "Docs": AppBinding.objects.create(server=servers["Docs"], workspace=acme),
-    "Deploy": AppBinding.objects.create(server=servers["Deploy"], workspace=ops),
+    "Board": AppBinding.objects.create(server=servers["Board"], workspace_id=acme.pk),
+    "Docs": AppBinding.objects.create(server=servers["Docs"], workspace_id=acme.pk),
+    "Deploy": AppBinding.objects.create(server=servers["Deploy"], workspace_id=ops.pk),
 }
 TOOLS = [
     ("Board", "list_items", "read", 9), ("Board", "add_item", "write", 4),
@@ -65,7 +65,7 @@ for back in range(29, -1, -1):
     for _ in range(rng.randint(3, 8) if weekend else rng.randint(14, 34)):
         server, tool, risk, _w = rng.choices(TOOLS, weights=[t[3] for t in TOOLS])[0]
         b = bindings[server]
-        ws = b.workspace
+        ws = acme if b.workspace_id == acme.pk else ops
         th = launch if ws == acme else incident
         who = rng.choice(["olivia", "marco"] if ws == acme else ["priya"])
         at = datetime(day.year, day.month, day.day, rng.randint(8, 18), rng.randint(0, 59), tzinfo=tz.utc)
@@ -110,16 +110,6 @@ for back in range(29, -1, -1):
                        binding_id=bindings["Board"].pk, server_id=servers["Board"].pk)
 print("seeded")
 """
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture
@@ -168,7 +158,7 @@ def capture_report(live: LiveAtrium, browser, out_dir: Path) -> dict:
     page.screenshot(path=str(out_dir / "audit-report.png"), full_page=True)
 
     page.click("[data-theme-set=dark]")
-    page.wait_for_timeout(100)
+    page.wait_for_function("document.documentElement.dataset.theme === 'dark'")
     result["dark_text"] = page.evaluate(
         "getComputedStyle(document.querySelector('#chart-per-period text')).fill"
     )

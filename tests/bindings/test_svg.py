@@ -1,4 +1,4 @@
-"""bindings.svg: pure chart rendering (no database)."""
+"""audit.svg: pure chart rendering (no database)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bindings import svg
+from audit import svg
 
 NS = "{http://www.w3.org/2000/svg}"
 SERIES = [svg.Series("ok", "Allowed", "#0f8a6c"), svg.Series("no", "Denied", "#e0533d")]
@@ -189,7 +189,7 @@ def test_text_and_axes_follow_the_page_colour_and_palette_contrasts_both_themes(
         hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
         return (hi + 0.05) / (lo + 0.05)
 
-    from bindings.reports import DECISION_COLORS
+    from audit.reports import DECISION_COLORS
 
     for colour in list(svg.PALETTE) + list(DECISION_COLORS.values()):
         assert contrast(colour, "#ffffff") >= 3, colour

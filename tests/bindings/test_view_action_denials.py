@@ -37,14 +37,14 @@ async def _board_view(communicator):
 def _board_binding_id() -> int:
     from bindings.models import AppBinding
 
-    return AppBinding.objects.get(server__slug="board", thread__isnull=True).pk
+    return AppBinding.objects.get(server__slug="board", thread_id__isnull=True).pk
 
 
 async def _disable_board(personas) -> None:
     from bindings import services
 
     changed = await database_sync_to_async(
-        lambda: services.set_bindings_enabled(
+        lambda: services.binding_set_enabled(
             binding_ids=[_board_binding_id()], enabled=False, actor=personas.owner
         )
     )()
@@ -52,7 +52,7 @@ async def _disable_board(personas) -> None:
 
 
 async def _denied_rows(**filters) -> list[dict]:
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     return await database_sync_to_async(
         lambda: list(
@@ -192,9 +192,10 @@ async def test_malformed_view_requests_are_refused_with_a_reason_and_audited(
 async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_view(
     personas, board_server, ws_connect
 ):
+    from audit.models import AuditEvent
+    from audit.types import AuditEventType
     from bindings import services
-    from bindings.events import AuditEventType
-    from bindings.models import ApprovalRequest, AuditEvent
+    from bindings.models import ApprovalRequest
 
     owner = await open_socket(ws_connect, personas.owner, personas.thread)
     member = await open_socket(ws_connect, personas.member, personas.thread)
@@ -209,7 +210,7 @@ async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_vi
     binding_id = await database_sync_to_async(_board_binding_id)()
 
     removed = await database_sync_to_async(
-        lambda: services.remove_binding(
+        lambda: services.binding_remove(
             binding_id=binding_id, actor=personas.owner, actor_label="admin"
         )
     )()
@@ -243,23 +244,23 @@ async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_vi
 
 
 async def test_update_binding_audits_only_what_changed_and_refuses_scope_changes(personas):
+    from audit.models import AuditEvent
+    from audit.types import AuditEventType
     from bindings import services
-    from bindings.events import AuditEventType
-    from bindings.models import AuditEvent
     from mcp_bridge import services as bridge_services
 
     def run():
-        server = bridge_services.add_server(name="Echo", slug="echo", transport="stdio",
+        server = bridge_services.server_add(name="Echo", slug="echo", transport="stdio",
                                             command="true")  # fmt: skip
-        binding = services.create_binding(server=server, workspace=personas.workspace)
-        services.update_binding(
+        binding = services.binding_create(server=server, workspace=personas.workspace)
+        services.binding_update(
             binding_id=binding.pk,
             changes={"enabled": True, "ui_message_rate_limit": 2},
             actor=personas.owner,
         )
-        services.update_binding(binding_id=binding.pk, changes={"enabled": True})
+        services.binding_update(binding_id=binding.pk, changes={"enabled": True})
         with pytest.raises(services.BindingError) as refused:
-            services.update_binding(binding_id=binding.pk, changes={"thread": None})
+            services.binding_update(binding_id=binding.pk, changes={"thread": None})
         changes = list(
             AuditEvent.objects.filter(
                 binding_id=binding.pk, event_type=AuditEventType.BINDING_CHANGED

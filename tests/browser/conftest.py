@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.live import CHROMIUM, CHROMIUM_ARGS, LiveAtrium
+from tests.live import LiveAtrium
 
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts" / "screenshots"
 
@@ -26,18 +28,6 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if here in Path(str(item.fspath)).resolve().parents:
             item.add_marker(skip)
-
-
-# Module scope, not session: Playwright's sync API keeps an asyncio loop running in the
-# main thread while it is open, which would break every async test collected after it.
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -62,3 +52,47 @@ def login(page, server: LiveAtrium, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit], input[type=submit]")
     page.wait_for_load_state("networkidle")
+
+
+FAILURES = ARTIFACTS.parent / "failures"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test leaves its evidence (before its pages close): a screenshot
+    and the host's state of every open page, and the live server's log tail, in
+    test-artifacts/failures/<test>/. A flake that cannot be reproduced can still be read."""
+    report = yield
+    if report.when == "call" and report.failed and "browser" in item.funcargs:
+        try:
+            _record_failure(item)
+        except Exception as exc:  # noqa: BLE001 (the evidence must never hide the failure)
+            report.sections.append(("failure evidence", f"not recorded: {exc!r}"))
+    return report
+
+
+PAGE_STATE_JS = """() => ({
+    url: location.href,
+    connection: (document.querySelector('#conn-indicator') || {}).dataset,
+    views: window.AtriumAppViews ? window.AtriumAppViews.list() : null,
+    rows: Array.from(document.querySelectorAll('.view-row')).map(r => ({
+        id: r.dataset.toolCallId, mounted: r.classList.contains('is-mounted'),
+        frame: !!r.querySelector('iframe.view-frame'), text: r.innerText.slice(0, 200)})),
+})"""
+
+
+def _record_failure(item) -> None:
+    folder = FAILURES / re.sub(r"[^\w.-]+", "_", item.nodeid)[-120:]
+    folder.mkdir(parents=True, exist_ok=True)
+    for c, context in enumerate(item.funcargs["browser"].contexts):
+        for p, page in enumerate(context.pages):
+            name = f"context{c}-page{p}"
+            page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+            state = page.evaluate(PAGE_STATE_JS)
+            (folder / f"{name}.json").write_text(json.dumps(state, indent=1, default=str))
+    for value in item.funcargs.values():
+        server = getattr(value, "server", value)
+        if isinstance(server, LiveAtrium):
+            log = server.var_dir / "daphne.log"
+            if log.exists():
+                (folder / "daphne-tail.log").write_text(log.read_text(errors="replace")[-20_000:])

@@ -47,11 +47,11 @@ owner = person("olivia", "Olivia", "Park", staff=True)
 member = person("marco", "Marco", "Rossi")
 viewer = person("vera", "Vera", "Lind")
 person("nadia", "Nadia", "Kaur")  # in no workspace
-workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
-services.set_membership(workspace=workspace, user=member, role="member")
-services.set_membership(workspace=workspace, user=viewer, role="viewer")
+workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
+services.membership_set(workspace=workspace, user=member, role="member")
+services.membership_set(workspace=workspace, user=viewer, role="viewer")
 
-launch = services.create_thread(workspace=workspace, title="Launch plan", actor=owner)
+launch = services.thread_create(workspace=workspace, title="Launch plan", actor=owner)
 for author, text in [
     (owner, "Morning! Kicking off the **Q3 launch** thread. Goals for this week:\\n\\n"
             "1. Freeze the feature list\\n2. Draft the announcement\\n3. Book the demo slot"),
@@ -60,28 +60,28 @@ for author, text in [
              "[release checklist](https://example.com/checklist) on Thursday."),
     (member, "One question: do we ship the board app in the first wave?"),
 ]:
-    services.post_user_message(thread=launch, author=author, text=text)
+    services.message_post(thread=launch, author=author, text=text)
 
-tools_thread = services.create_thread(workspace=workspace, title="Board sync", actor=owner)
+tools_thread = services.thread_create(workspace=workspace, title="Board sync", actor=owner)
 
 servers = {{}}
 try:
     from bindings import services as binding_services
     from mcp_bridge import services as bridge_services
 
-    board = bridge_services.add_server(
+    board = bridge_services.server_add(
         name="Board", slug="board", transport="stdio", command=sys.executable,
         args=[str(Path({root!r}) / "examples" / "board" / "server.py")],
         env={{"BOARD_STATE_FILE": str(VAR / "board.json")}},
     )
-    binding = binding_services.create_binding(server=board, workspace=workspace)
+    binding = binding_services.binding_create(server=board, workspace=workspace)
     for tool in ("move_item", "add_item"):
-        binding_services.set_tool_policy(binding=binding, tool_name=tool, approval="auto")
-    media = bridge_services.add_server(
+        binding_services.tool_policy_set(binding=binding, tool_name=tool, approval="auto")
+    media = bridge_services.server_add(
         name="Media", slug="media", transport="stdio", command=sys.executable,
         args=[str(Path({root!r}) / "examples" / "media" / "server.py")],
     )
-    binding_services.create_binding(server=media, workspace=workspace)
+    binding_services.binding_create(server=media, workspace=workspace)
     servers = {{"board": board.pk, "media": media.pk}}
 except Exception as exc:  # the tool tests skip when the backend cannot bind servers
     servers = {{"error": repr(exc)}}
@@ -151,13 +151,31 @@ class PageWatch:
         return found
 
 
+# (origin, username) -> the session cookies of that person's first login through the form.
+_sessions: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+
 def login(page: Any, origin: str, username: str, password: str) -> None:
+    """Log in through the real form, the first time per server and person; later pages of
+    that person reuse the session (a login costs a password hash on the server: about a
+    CPU-second each, for ~60 pages a run). A session that ended (a test logged out or
+    ended it) falls back to the form."""
+    saved = _sessions.get((origin, username))
+    if saved:
+        page.context.add_cookies(saved)
+        page.goto(f"{origin}/")
+        if "/login/" not in page.url:
+            return
+        page.context.clear_cookies()
     page.goto(f"{origin}/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
     with page.expect_navigation():
         page.click("button[type=submit]")
     assert "/login/" not in page.url, f"login as {username} failed"
+    _sessions[(origin, username)] = [
+        c for c in page.context.cookies() if c["name"] in ("sessionid", "csrftoken")
+    ]
 
 
 OpenAs = Callable[..., Any]

@@ -273,7 +273,7 @@ def test_reconnects_and_resumes_after_a_server_restart(open_as, ui_world):
         "from chat.models import Thread; "
         f"t = Thread.objects.get(pk={ui_world.launch_thread}); "
         "u = get_user_model().objects.get(username='olivia'); "
-        "services.post_user_message(thread=t, author=u, text='Sent while you were away')"
+        "services.message_post(thread=t, author=u, text='Sent while you were away')"
     )
     ui_world.server.start()
 

@@ -51,11 +51,11 @@ def person(username, first, last):
 owner = person("olivia", "Olivia", "Park")
 member = person("marco", "Marco", "Rossi")
 viewer = person("vera", "Vera", "Lind")
-workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
-services.set_membership(workspace=workspace, user=member, role="member")
-services.set_membership(workspace=workspace, user=viewer, role="viewer")
+workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
+services.membership_set(workspace=workspace, user=member, role="member")
+services.membership_set(workspace=workspace, user=viewer, role="viewer")
 threads = {{
-    name: services.create_thread(workspace=workspace, title="Consent " + name, actor=owner).pk
+    name: services.thread_create(workspace=workspace, title="Consent " + name, actor=owner).pk
     for name in ("basic", "sysmon")
 }}
 servers = {{}}
@@ -63,12 +63,12 @@ for name, slug, package in [
     ("Basic", "basic", "server-basic-vanillajs"),
     ("System monitor", "sysmon", "server-system-monitor"),
 ]:
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name=name, slug=slug, transport="stdio", command="node",
         args=[str(NODE / package / "dist" / "index.js"), "--stdio"],
     )
     # No standing policy: consent comes from people only.
-    binding_services.create_binding(server=server, workspace=workspace)
+    binding_services.binding_create(server=server, workspace=workspace)
     servers[slug] = server.pk
 print(json.dumps({{"threads": threads, "servers": servers}}))
 """
@@ -185,7 +185,9 @@ def test_basic_own_call_runs_and_the_view_asks_once(open_as, consent_world, scre
     user_rows = audit(consent_world, tool_name="get-time", action="user_tool_call")
     assert [(r["decision"], r["reason"]) for r in user_rows] == [("approved", "user_initiated")]
 
-    # The view's own call asks, once.
+    # The view's own call asks, once. Olivia clicks in her own window, in front (as in
+    # tests/browser/test_views.py's widget-state test).
+    page.bring_to_front()
     app.locator("#get-time-btn").click()
     card = pending_cards(page)
     expect(card).to_have_count(1, timeout=WAIT)

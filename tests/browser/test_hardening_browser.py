@@ -34,13 +34,13 @@ from bindings import services as binding_services
 from mcp_bridge import services as bridge_services
 
 owner = get_user_model().objects.create_user("olivia", password={password!r}, first_name="Olivia")
-workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
-thread = services.create_thread(workspace=workspace, title="Hardening", actor=owner)
-server = bridge_services.add_server(
+workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
+thread = services.thread_create(workspace=workspace, title="Hardening", actor=owner)
+server = bridge_services.server_add(
     name="Hardening", slug="hardening", transport="stdio", command=sys.executable,
     args=[{script!r}],
 )
-binding_services.create_binding(server=server, workspace=workspace)
+binding_services.binding_create(server=server, workspace=workspace)
 print(json.dumps({{"thread": thread.pk}}))
 """
 
@@ -90,7 +90,12 @@ def _call(page: Any, target: str) -> None:
 
 
 def _open_view(page: Any) -> tuple[Any, Any]:
+    # The thread keeps the views earlier tests opened: wait for this call's own row, not
+    # the last one already on the page.
+    rows = page.locator("#main .view-row:not(.view-child-call)")
+    before = rows.count()
     _call(page, "hardening.hardening_view")
+    expect(rows).to_have_count(before + 1, timeout=45_000)
     call_id = wait_ready(page, view_row(page, "hardening_view"), timeout=45_000)
     # Pinned to this call's row in the timeline: a modal opened later is another view of
     # the same call, appended to the page, and must not be mistaken for it.
@@ -113,7 +118,7 @@ def test_a_5_mb_request_gets_an_error_and_the_page_stays_connected(page_for, wor
 
 def _modals_allowed(world: dict[str, Any]) -> int:
     out = world["server"].shell(
-        "from bindings.models import AuditEvent\n"
+        "from audit.models import AuditEvent\n"
         "print(AuditEvent.objects.filter(event_type=430, decision='allowed').count())"
     )
     return int(out.strip().splitlines()[-1])
@@ -129,12 +134,12 @@ def test_request_modal_names_the_app_in_host_chrome(page_for, world, screenshots
     expect(dialog).to_be_visible(timeout=30_000)
     expect(dialog.locator(".view-modal-app")).to_have_text("Hardening")
     expect(dialog.locator(".view-modal-app-title")).to_have_text("Session expired — sign in again")
-    # The dialog opens only on the server's answer; that answer is audited as allowed. (The
-    # inline view may be remounted while the dialog holds the page, so its own record of
-    # the reply is not what this test reads.)
+    # The dialog opens only on the server's answer; that answer is audited as allowed, and
+    # the view that asked gets it.
     assert _modals_allowed(world) == before + 1
+    expect(app.locator("#out-modal[data-done='1']")).to_have_attribute("data-ok", "1")
     page.wait_for_function(
-        "() => window.AtriumViews.list().some(v => v.modal && v.ready)", timeout=30_000
+        "() => window.AtriumAppViews.list().some(v => v.modal && v.ready)", timeout=30_000
     )
     page.screenshot(path=str(screenshots / f"hardening-modal-{scheme}.png"))
 
@@ -147,7 +152,8 @@ def test_an_app_supplied_html_file_is_an_opaque_blob(page_for, world):
     # The host page's CSP lets no script fetch a blob: URL back: observe the Blob the
     # renderer creates instead (the real createObjectURL still runs).
     types = page.evaluate(
-        """(body) => {
+        """async (body) => {
+            const { renderMedia } = await import("/static/chat/render/parts.js");
             const out = {};
             const create = URL.createObjectURL;
             let last = null;
@@ -155,7 +161,7 @@ def test_an_app_supplied_html_file_is_an_opaque_blob(page_for, world):
             try {
               for (const mime of ["text/html", "image/svg+xml"]) {
                 last = null;
-                const node = window.AtriumRender.renderMedia({type: "file", mediaKind: "binary",
+                const node = renderMedia({type: "file", mediaKind: "binary",
                   mimeType: mime, filename: "r.html", src: "data:" + mime + ";base64," + body});
                 const link = node.matches("a[href^='blob:']") ? node : node.querySelector("a");
                 out[mime] = link && link.href.startsWith("blob:") ? last : "no blob link";

@@ -14,7 +14,6 @@ import json
 import re
 import secrets
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +22,12 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from audit.models import AuditEvent
 from tests.browser.helpers_ui import CSP_WATCH_JS, login
 from tests.browser.test_views import HostPageWatch, app_frame, call_tool, view_row, wait_ready
 from tests.chat.fake_llm import FakeLLM, openai_text, openai_tool_calls
 from tests.live import ROOT, LiveAtrium
+from tests.waiting import poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -48,22 +49,22 @@ from mcp_bridge import services as bridge_services
 U = get_user_model()
 owner = U.objects.create_user("olivia", password={password!r}, first_name="Olivia", last_name="Park")
 member = U.objects.create_user("marco", password={password!r}, first_name="Marco", last_name="Rossi")
-workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
-services.set_membership(workspace=workspace, user=member, role="member")
+workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
+services.membership_set(workspace=workspace, user=member, role="member")
 workspace.provider = "openai"
 workspace.model = "fake-model"
 workspace.provider_base_url = {llm_url!r}
 workspace.provider_api_key = "sk-test-lifecycle"
 workspace.save()
 threads = {{
-    name: services.create_thread(workspace=workspace, title="Lifecycle " + name, actor=owner).pk
+    name: services.thread_create(workspace=workspace, title="Lifecycle " + name, actor=owner).pk
     for name in {threads!r}
 }}
-server = bridge_services.add_server(
+server = bridge_services.server_add(
     name="Lifecycle recorder", slug="lifecycle", transport="stdio", command=sys.executable,
     args=[{server_py!r}, "--record", {record!r}],
 )
-binding = binding_services.create_binding(server=server, workspace=workspace)
+binding = binding_services.binding_create(server=server, workspace=workspace)
 print(json.dumps({{"threads": threads, "binding": binding.pk}}))
 """
 
@@ -84,14 +85,24 @@ class World:
         return json.loads(self.server.shell(code).strip().splitlines()[-1])
 
     def audit(self, **filters: Any) -> list[dict[str, Any]]:
-        return self.shell_json(
-            "import json\n"
-            "from bindings.models import AuditEvent\n"
-            f"rows = AuditEvent.objects.filter(**{filters!r}).order_by('id')\n"
-            "print(json.dumps([{'type': r.event_type, 'reason': r.reason, 'decision': r.decision,"
-            " 'actor': r.actor_kind, 'user': r.actor_user_id, 'tool': r.tool_name,"
-            " 'extra': r.extra} for r in rows], default=str))\n"
-        )
+        """The live server's audit rows matching ``filters``, oldest first."""
+
+        def query(alias: str) -> list[dict[str, Any]]:
+            rows = AuditEvent.objects.using(alias).filter(**filters).order_by("id")
+            return [
+                {
+                    "type": r.event_type,
+                    "reason": r.reason,
+                    "decision": r.decision,
+                    "actor": r.actor_kind,
+                    "user": r.actor_user_id,
+                    "tool": r.tool_name,
+                    "extra": r.extra,
+                }
+                for r in rows
+            ]
+
+        return self.server.read(query)
 
 
 @pytest.fixture(scope="module")
@@ -179,13 +190,15 @@ def shot(page: Any, directory: Path, name: str) -> None:
 
 
 def wait_for_file_line(path: Path, timeout: float = 30.0) -> list[dict[str, Any]]:
-    """The server's record of notifications/cancelled (a file: no event reaches the test)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        time.sleep(0.1)
-    raise AssertionError(f"the server recorded no notifications/cancelled in {path}")
+    """The server's record of notifications/cancelled. Polled: a file, no event reaches
+    the test."""
+    poll(
+        lambda: path.exists() and path.read_text().strip(),
+        timeout=timeout,
+        interval=0.1,
+        reason=f"the MCP server records notifications/cancelled in {path}",
+    )
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 # ---- 1. streamed arguments: partials, then input, then result ----------------------------------
@@ -387,7 +400,7 @@ def test_closing_a_view_sends_teardown_first_and_waits_for_the_answer(open_as, w
             const started = performance.now();
             const framed = () => !!row.querySelector("iframe.view-frame");
             const before = framed();
-            await window.AtriumViews.unmount(row);
+            await window.AtriumAppViews.unmount(row);
             return {before, after: framed(), ms: performance.now() - started};
         }""",
         call_id,
@@ -397,15 +410,15 @@ def test_closing_a_view_sends_teardown_first_and_waits_for_the_answer(open_as, w
     assert outcome["ms"] < 3000, outcome
 
     # The app saw the teardown (after its whole lifecycle) while it was still mounted.
-    deadline = time.monotonic() + 30
-    logs: list[dict[str, Any]] = []
-    while time.monotonic() < deadline and not logs:
-        logs = [
+    def teardown_logs() -> list[dict[str, Any]]:
+        return [
             json.loads(r["extra"]["data"])
             for r in world.audit(event_type=406, thread_id=world.threads["teardown"])
             if '"teardown"' in r["extra"].get("data", "")
         ]
-    assert logs, "the view never reported the teardown"
+
+    # Polled: the view's log line is an audit row of the live server's database.
+    logs = poll(teardown_logs, timeout=30, reason="the view's teardown log, audited")
     assert logs[0]["received"][-1] == "ui/resource-teardown"
     seen = [m for m in logs[0]["received"] if m in LIFECYCLE.values()]
     assert seen == [LIFECYCLE["input"], LIFECYCLE["result"]]

@@ -43,13 +43,13 @@ def person(username, first, last, staff=False):
 
 owner = person("olivia", "Olivia", "Park", staff=True)
 member = person("marco", "Marco", "Rossi")
-workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
-services.set_membership(workspace=workspace, user=member, role="member")
-thread = services.create_thread(workspace=workspace, title="Notes", actor=owner)
-server = bridge_services.add_server(name="Notes", slug="notes", transport="streamable_http", url={url!r})
+workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
+services.membership_set(workspace=workspace, user=member, role="member")
+thread = services.thread_create(workspace=workspace, title="Notes", actor=owner)
+server = bridge_services.server_add(name="Notes", slug="notes", transport="streamable_http", url={url!r})
 McpServer.objects.filter(pk=server.pk).update(auth_mode="oauth_member")
-binding = binding_services.create_binding(server=server, workspace=workspace)
-binding_services.set_tool_policy(binding=binding, tool_name="my_notes", approval="auto")
+binding = binding_services.binding_create(server=server, workspace=workspace)
+binding_services.tool_policy_set(binding=binding, tool_name="my_notes", approval="auto")
 print(json.dumps({{"thread": thread.pk, "server": server.pk}}))
 """
 

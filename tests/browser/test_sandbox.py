@@ -46,23 +46,23 @@ from mcp_bridge import services as bridge_services
 ROOT = Path({root!r})
 NODE = ROOT / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
 owner = get_user_model().objects.create_user("olivia", password={password!r}, first_name="Olivia")
-workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
-threads = {{n: services.create_thread(workspace=workspace, title="Sandbox " + n, actor=owner).pk
+workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
+threads = {{n: services.thread_create(workspace=workspace, title="Sandbox " + n, actor=owner).pk
             for n in {threads!r}}}
-conformance = bridge_services.add_server(
+conformance = bridge_services.server_add(
     name="Conformance", slug="conformance", transport="stdio", command={python!r},
     args=[str(ROOT / "tests" / "fixtures" / "mcp_servers" / "conformance.py")],
     env={{"CONFORMANCE_CONNECT": {declared!r}}},
 )
 # A loopback origin reaches a view only when the admin names it exactly (docs/sandbox.md).
-binding_services.create_binding(server=conformance, workspace=workspace,
+binding_services.binding_create(server=conformance, workspace=workspace,
                                 allowed_domains={{"connectDomains": [{declared!r}]}})
-basic = bridge_services.add_server(
+basic = bridge_services.server_add(
     name="Basic", slug="basic", transport="stdio", command="node",
     args=[str(NODE / "server-basic-vanillajs" / "dist" / "index.js"), "--stdio"],
 )
-binding = binding_services.create_binding(server=basic, workspace=workspace)
-binding_services.set_tool_policy(binding=binding, tool_name="get-time", approval="auto")
+binding = binding_services.binding_create(server=basic, workspace=workspace)
+binding_services.tool_policy_set(binding=binding, tool_name="get-time", approval="auto")
 print(json.dumps(threads))
 """
 

@@ -23,8 +23,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from audit.models import AuditEvent
+from chat.models import ToolCall
 from tests.browser.helpers_ui import CSP_WATCH_JS, PageWatch, login
 from tests.live import ROOT, LiveAtrium
+from tests.waiting import poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -39,6 +42,7 @@ THREADS = [
     "hostile",
     "theme",
     "reload",
+    "burst",
     "sdk",
     "many",
 ]
@@ -65,22 +69,22 @@ def person(username, first, last):
 
 owner = person("olivia", "Olivia", "Park")
 member = person("marco", "Marco", "Rossi")
-workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
-services.set_membership(workspace=workspace, user=member, role="member")
+workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
+services.membership_set(workspace=workspace, user=member, role="member")
 threads = {{
-    name: services.create_thread(workspace=workspace, title="Views " + name, actor=owner).pk
+    name: services.thread_create(workspace=workspace, title="Views " + name, actor=owner).pk
     for name in {threads!r}
 }}
 
 def bind(name, slug, command, args, env=None, auto=(), allowed=None):
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name=name, slug=slug, transport="stdio", command=command, args=[str(a) for a in args],
         env=env or {{}},
     )
-    binding = binding_services.create_binding(server=server, workspace=workspace,
+    binding = binding_services.binding_create(server=server, workspace=workspace,
                                               allowed_domains=allowed)
     for tool in auto:
-        binding_services.set_tool_policy(binding=binding, tool_name=tool, approval="auto")
+        binding_services.tool_policy_set(binding=binding, tool_name=tool, approval="auto")
     return server.pk
 
 servers = {{
@@ -214,20 +218,35 @@ def app_frame(row: Any) -> Any:
 
 
 def wait_ready(page: Any, row: Any, timeout: float = 20_000) -> int:
-    """Wait until the row's view finished its handshake; returns its tool call id."""
+    """Wait until the row's view finished its handshake; returns its tool call id.
+
+    In two stages, so that the view's own budget does not include a cold start: the row
+    appears once the server decided the call, which for the first call to a server in a
+    module includes starting it (node parsing a 2 MB bundle, the catalogue: seconds on a
+    busy machine); from there the frame and the handshake get ``timeout``."""
+    expect(row).to_be_attached(timeout=60_000)
     expect(row.locator(":scope > .view-body iframe.view-frame")).to_be_attached(timeout=timeout)
     call_id = int(row.get_attribute("data-tool-call-id"))
     page.wait_for_function(
-        "id => (window.AtriumViews.list().find(v => v.toolCallId === id && !v.modal) || {}).ready === true",
+        "id => (window.AtriumAppViews.list().find(v => v.toolCallId === id && !v.modal) || {}).ready === true",
         arg=call_id,
         timeout=timeout,
     )
     return call_id
 
 
+def open_counter(page: Any, world: World, thread: str, label: str, start: int) -> tuple[int, Any]:
+    """The skybridge counter widget opened in a thread; its call id and app frame."""
+    goto_thread(page, world, thread)
+    call_tool(page, "skybridge.show_counter", {"label": label, "start": start})
+    row = view_row(page, "show_counter")
+    call_id = wait_ready(page, row)
+    return call_id, app_frame(row)
+
+
 def view_state(page: Any, call_id: int) -> dict[str, Any]:
     return page.evaluate(
-        "id => window.AtriumViews.list().find(v => v.toolCallId === id && !v.modal)", call_id
+        "id => window.AtriumAppViews.list().find(v => v.toolCallId === id && !v.modal)", call_id
     )
 
 
@@ -236,15 +255,24 @@ def shot(page: Any, directory: Path, name: str) -> None:
 
 
 def audit(world: World, **filters: Any) -> list[dict[str, Any]]:
-    code = (
-        "import json\n"
-        "from bindings.models import AuditEvent\n"
-        f"rows = AuditEvent.objects.filter(**{filters!r}).order_by('id')\n"
-        "print(json.dumps([{'action': r.action, 'decision': r.decision, 'reason': r.reason,"
-        " 'tool': r.tool_name, 'actor': r.actor_kind, 'type': r.event_type, 'extra': r.extra}"
-        " for r in rows], default=str))\n"
-    )
-    return world.shell_json(code)
+    """The live server's audit rows matching ``filters``, oldest first."""
+
+    def query(alias: str) -> list[dict[str, Any]]:
+        rows = AuditEvent.objects.using(alias).filter(**filters).order_by("id")
+        return [
+            {
+                "action": r.action,
+                "decision": r.decision,
+                "reason": r.reason,
+                "tool": r.tool_name,
+                "actor": r.actor_kind,
+                "type": r.event_type,
+                "extra": r.extra,
+            }
+            for r in rows
+        ]
+
+    return world.server.read(query)
 
 
 # ---- 1. server-basic-vanillajs ---------------------------------------------------------------
@@ -261,7 +289,7 @@ def test_basic_vanillajs_renders_and_round_trips(open_as, world, screenshots):
     time_el = app.locator("#server-time")
     expect(time_el).not_to_have_text(re.compile(r"^(Loading|\s*)$"), timeout=15_000)
     before = time_el.inner_text()
-    page.wait_for_timeout(1100)  # the server's clock moves on
+    # No wait for the clock: the server's time has milliseconds, and a round trip takes more.
     app.locator("#get-time-btn").click()
     expect(time_el).not_to_have_text(before, timeout=15_000)
     # The click went through the server as an app tool call, audited.
@@ -286,9 +314,13 @@ def test_system_monitor_polls_its_app_only_tool(open_as, world, screenshots):
     if "start" in toggle.inner_text().lower():
         toggle.click()
     expect(app.locator("#memory-percent")).not_to_have_text("--%", timeout=15_000)
-    page.wait_for_timeout(2500)  # a few polls
-    polls = audit(world, tool_name="poll-system-stats", actor_kind="app_view")
-    assert sum(1 for p in polls if p["decision"] == "allowed") >= 2, polls
+
+    def allowed_polls() -> list[dict[str, Any]]:
+        polls = audit(world, tool_name="poll-system-stats", actor_kind="app_view")
+        return [p for p in polls if p["decision"] == "allowed"][1:]  # truthy from 2 on
+
+    # Polled: the audit rows are in the live server's database.
+    poll(allowed_polls, timeout=20, interval=0.2, reason="two polls of the view, audited")
 
     # The polling tool is app-only: the model's tool list never offers it.
     reply = page.evaluate("() => window.AtriumClient.send({type: 'tools.list'})")
@@ -315,7 +347,7 @@ def test_debug_server_bridge_features(open_as, world, screenshots):
     # Display modes requested by the app: the host arbitrates and reports the result.
     app.locator("#display-fullscreen-btn").click()
     page.wait_for_function(
-        "id => window.AtriumViews.list().find(v => v.toolCallId === id).mode === 'fullscreen'",
+        "id => window.AtriumAppViews.list().find(v => v.toolCallId === id).mode === 'fullscreen'",
         arg=call_id,
     )
     expect(page.locator(".view-stage[data-mode=fullscreen]")).to_be_visible()
@@ -324,7 +356,8 @@ def test_debug_server_bridge_features(open_as, world, screenshots):
     shot(page, screenshots, "debug-fullscreen")
     app.locator("#display-pip-btn").click()
     page.wait_for_function(
-        "id => window.AtriumViews.list().find(v => v.toolCallId === id).mode === 'pip'", arg=call_id
+        "id => window.AtriumAppViews.list().find(v => v.toolCallId === id).mode === 'pip'",
+        arg=call_id,
     )
     pip = page.locator(".view-stage[data-mode=pip]")
     box = pip.bounding_box()
@@ -336,7 +369,7 @@ def test_debug_server_bridge_features(open_as, world, screenshots):
     # Host-initiated: the header/panel controls bring it back (host-context-changed).
     pip.locator(".view-exit").click()
     page.wait_for_function(
-        "id => window.AtriumViews.list().find(v => v.toolCallId === id).mode === 'inline'",
+        "id => window.AtriumAppViews.list().find(v => v.toolCallId === id).mode === 'inline'",
         arg=call_id,
     )
     expect(app.locator("#event-log")).to_contain_text("onhostcontextchanged")
@@ -362,23 +395,32 @@ def test_debug_server_bridge_features(open_as, world, screenshots):
     opened.value.close()
     app.locator("#link-url").fill("javascript:alert(document.domain)")
     app.locator("#open-link-btn").click()
-    page.wait_for_timeout(800)
-    assert len(page.context.pages) == 1
 
     # What the server recorded: one query, retried while the last writes land.
-    check = (
-        "import json\nfrom bindings.models import AuditEvent\nfrom chat.models import ToolCall\n"
-        "rows = lambda **f: [[r.decision, r.reason, json.dumps(r.extra)] for r in AuditEvent.objects.filter(**f).order_by('id')]\n"
-        f"print(json.dumps({{'context': ToolCall.objects.get(pk={call_id}).model_context,"
-        " 'modes': rows(action='ui_request_display_mode'), 'links': rows(action='ui_open_link'),"
-        " 'logs': rows(action='log_message')}))"
-    )
-    for _ in range(5):
-        found = world.shell_json(check)
+    def query(alias: str) -> dict[str, Any]:
+        def rows(**filters: Any) -> list[list[Any]]:
+            events = AuditEvent.objects.using(alias).filter(**filters).order_by("id")
+            return [[r.decision, r.reason, json.dumps(r.extra)] for r in events]
+
+        return {
+            "context": ToolCall.objects.using(alias).get(pk=call_id).model_context,
+            "modes": rows(action="ui_request_display_mode"),
+            "links": rows(action="ui_open_link"),
+            "logs": rows(action="log_message"),
+        }
+
+    def recorded() -> dict[str, Any] | None:
+        found = world.server.read(query)
         logs = [r for r in found["logs"] if "debug log line 42" in r[2]]
-        if found["context"] and logs and len(found["links"]) >= 2:
-            break
-        time.sleep(0.5)
+        return found if found["context"] and logs and len(found["links"]) >= 2 else None
+
+    # Polled: the rows are in the live server's database.
+    found = poll(recorded, timeout=20, interval=0.2, reason="the view's writes, audited")
+    logs = [r for r in found["logs"] if "debug log line 42" in r[2]]
+    # The refused link opened nothing. No wait: its request reached the server (audited
+    # above) and a later round trip on the same socket comes back after its answer.
+    page.evaluate("() => window.AtriumClient.send({type: 'tools.list'})")
+    assert len(page.context.pages) == 1
     assert "the user is on step 3" in json.dumps(found["context"]), found["context"]
     assert [m[0] for m in found["modes"]][-2:] == ["allowed", "allowed"], found["modes"]
     assert found["links"][0][0] == "allowed", found["links"]
@@ -392,7 +434,7 @@ def test_debug_server_bridge_features(open_as, world, screenshots):
         """async id => {
             const row = document.querySelector(`.view-row[data-tool-call-id="${id}"]`);
             const started = performance.now();
-            await window.AtriumViews.unmount(row);
+            await window.AtriumAppViews.unmount(row);
             return performance.now() - started;
         }""",
         call_id,
@@ -427,6 +469,7 @@ def test_board_moves_and_deletes_with_approval(open_as, world, screenshots):
     # Delete needs approval: the app's request waits, another member approves it.
     other = open_as("marco")
     goto_thread(other, world, "board")
+    page.bring_to_front()  # Olivia acts in her window (see the widget-state test)
     victim = app.locator('.card[data-id="ATR-102"]')
     victim.hover()
     delete = victim.get_by_role("button", name=re.compile("^Delete"))
@@ -435,6 +478,7 @@ def test_board_moves_and_deletes_with_approval(open_as, world, screenshots):
     approve = other.locator('button[data-action="approve"]').last
     expect(approve).to_be_visible(timeout=15_000)
     shot(page, screenshots, "board-awaiting-approval")
+    other.bring_to_front()
     approve.click()
     expect(app.locator('.card[data-id="ATR-102"]')).to_have_count(0, timeout=15_000)
     decisions = [(r["decision"], r["action"]) for r in audit(world, tool_name="delete_item")]
@@ -479,11 +523,14 @@ def test_legacy_raw_html_and_remote_dom(open_as, world, screenshots):
         "An external page in a frame", timeout=20_000
     )
     wait_ready_frame.locator("#notify").click()
-    deadline = time.monotonic() + 8
-    notes: list[dict[str, Any]] = []
-    while time.monotonic() < deadline and not notes:
-        notes = [r for r in audit(world, actor_kind="app_view") if r["action"] == "legacy_notify"]
-    assert notes and notes[0]["decision"] == "allowed", notes
+    # Polled: the audit row is in the live server's database.
+    notes = poll(
+        lambda: [r for r in audit(world, actor_kind="app_view") if r["action"] == "legacy_notify"],
+        timeout=15,
+        interval=0.2,
+        reason="the legacy notify, audited",
+    )
+    assert notes[0]["decision"] == "allowed", notes
 
     call_tool(page, "legacy.show_remote_dom")
     remote = view_row(page, "show_remote_dom")
@@ -552,17 +599,19 @@ def test_reload_restores_views_and_widget_state(open_as, world, screenshots):
     view_row(other, "show_counter").scroll_into_view_if_needed()
     expect(other_widget.locator("#count")).to_have_text("3", timeout=20_000)
 
-    # One click at a time, as a person clicks: two writes in flight can still end in the
-    # older state (a known race of concurrent setWidgetState calls; see the session note).
-    widget.locator("#inc").click()
+    # The click is dispatched in the widget's own document: headless Chromium sometimes
+    # drops a synthesized mouse click routed into a cross-site (out-of-process) frame
+    # before it reaches the frame (docs/testing.md, "The two browser flakes"); what this
+    # test checks starts at the widget's click handler. One click at a time: two writes
+    # in flight are covered by test_widget_state_writes_in_a_burst_end_at_the_latest.
+    widget.locator("#inc").dispatch_event("click")
     expect(widget.locator("#count")).to_have_text("4", timeout=15_000)
     expect(other_widget.locator("#count")).to_have_text("4", timeout=15_000)
-    widget.locator("#inc").click()
+    widget.locator("#inc").dispatch_event("click")
     expect(widget.locator("#count")).to_have_text("5", timeout=15_000)
     expect(other_widget.locator("#count")).to_have_text("5", timeout=15_000)
-    stored = world.shell_json(
-        "import json\nfrom chat.models import ToolCall\n"
-        f"print(json.dumps(ToolCall.objects.get(pk={call_id}).widget_state))"
+    stored = world.server.read(
+        lambda alias: ToolCall.objects.using(alias).get(pk=call_id).widget_state
     )
     assert stored == {"count": 5}
 
@@ -578,6 +627,42 @@ def test_reload_restores_views_and_widget_state(open_as, world, screenshots):
     expect(app_frame(board_row).locator('.card[data-id="ATR-101"]')).to_be_visible()
     row.evaluate("el => el.scrollIntoView({block: 'center'})")
     shot(page, screenshots, "reload-restored")
+
+
+def test_widget_state_writes_in_a_burst_end_at_the_latest(open_as, world):
+    """Three setWidgetState writes in one go: the server stores the last, every member ends
+    there, and the writer's widget is never taken back by the echoes of its older writes."""
+    page = open_as("olivia")
+    call_id, widget = open_counter(page, world, "burst", "Burst", 3)
+    expect(widget.locator("#count")).to_have_text("3", timeout=15_000)
+    other = open_as("marco")
+    goto_thread(other, world, "burst")
+    view_row(other, "show_counter").scroll_into_view_if_needed()
+    other_widget = app_frame(view_row(other, "show_counter"))
+    expect(other_widget.locator("#count")).to_have_text("3", timeout=20_000)
+
+    # Counts the widget-state notifications the writer's widget receives from the host.
+    widget.locator("body").evaluate(
+        """() => { window.__widgetStateNotes = [];
+          window.addEventListener("message", (e) => {
+            if (e.data && e.data.method === "atrium/notifications/widget-state")
+              window.__widgetStateNotes.push(e.data.params.state);
+          }); }"""
+    )
+    widget.locator("#inc").evaluate("b => { b.click(); b.click(); b.click(); }")
+    expect(widget.locator("#count")).to_have_text("6")
+    expect(other_widget.locator("#count")).to_have_text("6", timeout=15_000)
+    stored = world.shell_json(
+        "import json\nfrom chat.models import ToolCall\n"
+        f"call = ToolCall.objects.select_related('thread').get(pk={call_id})\n"
+        "print(json.dumps([call.widget_state, call.thread.last_seq]))"
+    )
+    assert stored[0] == {"count": 6}
+    # Every event up to the last write has reached the writer's page (an event to wait on:
+    # the client's own sequence number), so any echo it was going to apply has been applied.
+    page.wait_for_function("seq => window.AtriumClient.lastSeq >= seq", arg=stored[1])
+    expect(widget.locator("#count")).to_have_text("6")
+    assert widget.locator("body").evaluate("() => window.__widgetStateNotes") == []
 
 
 # ---- a long thread: views mount lazily -------------------------------------------------------------
@@ -598,8 +683,14 @@ def test_many_views_mount_lazily(open_as, world, screenshots):
     )
     page.reload()
     page.wait_for_selector("#conn-indicator[data-state=live]")
-    page.wait_for_timeout(1500)
-    views = page.evaluate("() => window.AtriumViews.list()")
+    # No wait for the clock: once a view finished its handshake, the lazy observer has
+    # long made its first decision for every row (it runs before any view opens).
+    page.wait_for_function(
+        "n => { const v = window.AtriumAppViews.list(); return v.length === n && v.some(x => x.ready); }",
+        arg=total,
+        timeout=25_000,
+    )
+    views = page.evaluate("() => window.AtriumAppViews.list()")
     opened = [v for v in views if v["phase"] != "idle"]
     assert len(views) == total, len(views)
     assert 1 <= len(opened) <= 8, f"{len(opened)} of {total} views opened at once"
@@ -612,7 +703,7 @@ def test_many_views_mount_lazily(open_as, world, screenshots):
     first.scroll_into_view_if_needed()
     first_id = int(first.get_attribute("data-tool-call-id"))
     page.wait_for_function(
-        "id => window.AtriumViews.list().find(v => v.toolCallId === id).phase !== 'idle'",
+        "id => window.AtriumAppViews.list().find(v => v.toolCallId === id).phase !== 'idle'",
         arg=first_id,
     )
     shot(page, screenshots, "many-lazy")
@@ -623,11 +714,8 @@ def test_many_views_mount_lazily(open_as, world, screenshots):
 
 def test_apps_sdk_widget_surface(open_as, world, screenshots):
     page = open_as("olivia")
-    goto_thread(page, world, "sdk")
-    call_tool(page, "skybridge.show_counter", {"label": "Teas", "start": 1})
+    call_id, widget = open_counter(page, world, "sdk", "Teas", 1)
     row = view_row(page, "show_counter")
-    call_id = wait_ready(page, row)
-    widget = app_frame(row)
     expect(widget.locator("#label")).to_have_text("Teas", timeout=15_000)
     expect(widget.locator("#view")).to_have_text("inline")
 

@@ -57,14 +57,14 @@ def sentinel_server(personas):
     from bindings import services as binding_services
     from mcp_bridge import services as bridge_services
 
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name="Sentinel",
         slug="sentinel",
         transport="stdio",
         command=sys.executable,
         args=[str(Path(__file__).with_name("fake_llm.py")), "mcp"],
     )
-    binding_services.create_binding(server=server, workspace=personas.workspace)
+    binding_services.binding_create(server=server, workspace=personas.workspace)
     return server
 
 
@@ -106,7 +106,7 @@ async def test_turn_calls_tools_streams_and_answers_from_their_content(
     from mcp_bridge import services as bridge_services
 
     # A server with a known catalogue but no binding here: none of its tools are offered.
-    faulty = await database_sync_to_async(bridge_services.add_server)(
+    faulty = await database_sync_to_async(bridge_services.server_add)(
         name="Faulty",
         slug="faulty",
         transport="stdio",
@@ -178,7 +178,7 @@ async def test_turn_calls_tools_streams_and_answers_from_their_content(
     assert streaming[0]["data"]["status"] == "streaming"
 
     # Stored as shown; audited with the tool list the model was offered.
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
     from chat.models import Message
 
     stored = await database_sync_to_async(Message.objects.get)(pk=final["id"])

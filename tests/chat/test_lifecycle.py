@@ -10,7 +10,6 @@ import asyncio
 import json
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from channels.db import database_sync_to_async
 
 from tests.chat.fake_llm import FakeLLM, openai_text, openai_tool_calls
 from tests.conftest import ROOT_DIR, next_frame, open_socket, reply_frame, toolcall_event
+from tests.waiting import apoll
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -52,19 +52,19 @@ def lifecycle(personas, llm, record):
     workspace.provider_base_url = llm.base_url
     workspace.provider_api_key = "sk-test-lifecycle"
     workspace.save()
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name="Lifecycle recorder",
         slug="lifecycle",
         transport="stdio",
         command=sys.executable,
         args=[str(ROOT_DIR / "examples" / "lifecycle" / "server.py"), "--record", str(record)],
     )
-    binding = binding_services.create_binding(server=server, workspace=workspace)
+    binding = binding_services.binding_create(server=server, workspace=workspace)
     return server, binding
 
 
 def _audit(**filters):
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     return list(
         AuditEvent.objects.filter(**filters)
@@ -87,13 +87,11 @@ def _read_record(path: Path) -> list[dict]:
 
 async def _wait_for_record(path: Path, timeout: float = 20) -> list[dict]:
     """The server's own record of notifications/cancelled (no event reaches the test)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        lines = await asyncio.to_thread(_read_record, path)
-        if lines:
-            return lines
-        await asyncio.sleep(0.05)
-    raise AssertionError("the server recorded no notifications/cancelled")
+    return await apoll(
+        lambda: asyncio.to_thread(_read_record, path),
+        timeout=timeout,
+        reason="the MCP server's record file of notifications/cancelled",
+    )
 
 
 def _is_event(kind):

@@ -1,14 +1,14 @@
 """persist_tool_media with a REAL Celery worker (the project's app, a memory:// broker, a solo
-worker thread): staged results from the real request-path function (`finish_success`)
+worker thread): staged results from the real request-path function (`tool_call_finish`)
 become ready or rejected, the stored result and the events tell the same story, and nothing
 is lost or done twice."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +17,11 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from chat import media_store
+from chat import media_formats, media_services, media_storage
+from chat.tasks import persist_tool_media
 from examples.media import server as samples
+from tests import factories
+from tests.waiting import WaitTimeout, poll
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -59,14 +62,9 @@ class World:
 
 @pytest.fixture
 def world() -> World:
-    """One owner and a thread (users without password hashing: these tests need no login)."""
-    from django.contrib.auth import get_user_model
-
-    from chat import services
-
-    owner = get_user_model().objects.create(username="olivia")
-    workspace = services.create_workspace(name="Acme", owner=owner)
-    thread = services.create_thread(workspace=workspace, title="Media", actor=owner)
+    """One owner and a thread."""
+    owner = factories.UserFactory(username="olivia")
+    thread = factories.ThreadFactory(title="Media", actor=owner, workspace__owner=owner)
     return World(owner=owner, thread=thread)
 
 
@@ -131,10 +129,10 @@ def worker(module_worker, media_settings) -> Any:
 def media_call(world, media_settings) -> Callable[..., Any]:
     """Finish a tool call with the given content through the real request path."""
     from chat.models import ToolCall
-    from chat.toolcalls import finish_success
+    from chat.services.tool_calls import tool_call_finish
     from mcp_bridge import services as bridge_services
 
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name="Media",
         slug="media",
         transport="stdio",
@@ -150,7 +148,7 @@ def media_call(world, media_settings) -> Callable[..., Any]:
             origin="user",
             requested_by=world.owner,
         )
-        return finish_success(
+        return tool_call_finish(
             call_id=call.pk, raw={"content": content}, latency_ms=5.0, app_resource=None
         )
 
@@ -161,23 +159,22 @@ def wait_settled(call: Any, timeout: float = 30.0) -> list[Any]:
     """The call's assets once none is staged any more."""
     from chat.models import MediaAsset
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def settled() -> list[Any]:
         assets = list(MediaAsset.objects.filter(tool_call=call).order_by("id"))
-        if assets and all(a.status != "staged" for a in assets):
-            return assets
-        time.sleep(0.05)
-    raise AssertionError(f"media still staged after {timeout}s: {assets}")
+        return assets if assets and all(a.status != "staged" for a in assets) else []
+
+    # Polled: the worker thread's commits reach the test only through the database.
+    return poll(settled, timeout=timeout, reason=f"call {call.pk}'s media leave staging")
 
 
 def staged_files(settings, timeout: float = 5.0) -> list[Path]:
-    """What is left in staging once the worker's after-commit cleanup had time to run."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = sorted(Path(settings.MEDIA_STAGING_ROOT).glob("*"))
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.05)
+    """What is left in staging once the worker's after-commit cleanup ran (or ``timeout``)."""
+    staging = Path(settings.MEDIA_STAGING_ROOT)
+    # Polled: a file's removal by the worker thread announces nothing. On a timeout the
+    # caller asserts on what is left.
+    with contextlib.suppress(WaitTimeout):
+        poll(lambda: not any(staging.glob("*")), timeout=timeout, reason="staging empties")
+    return sorted(staging.glob("*"))
 
 
 def stored_bytes(name: str) -> bytes:
@@ -196,7 +193,6 @@ def test_media_urls_are_wired() -> None:
 
 
 def test_task_is_configured_for_at_least_once_delivery() -> None:
-    from chat.tasks import persist_tool_media
     from config.celery import app
 
     assert persist_tool_media.name == "chat.tasks.persist_tool_media"
@@ -210,8 +206,8 @@ def test_task_is_configured_for_at_least_once_delivery() -> None:
 def test_worker_persists_every_kind_and_the_result_tells_the_same_story(
     worker, media_call, media_settings
 ):
-    from bindings.events import AuditEventType
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
+    from audit.types import AuditEventType
     from chat.models import ThreadEvent
     from chat.presenters import serialize_tool_call
     from chat.selectors import tool_calls_queryset
@@ -270,8 +266,8 @@ def test_worker_persists_every_kind_and_the_result_tells_the_same_story(
 def test_bombs_and_lies_are_rejected_with_a_reason(worker, media_call, media_settings):
     from django.core.files.storage import default_storage
 
-    from bindings.events import AuditEventType
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
+    from audit.types import AuditEventType
     from chat.models import ThreadEvent
 
     call = media_call(
@@ -308,7 +304,6 @@ def test_a_second_run_does_nothing_and_equal_content_is_stored_once(
     worker, media_call, media_settings
 ):
     from chat.models import ThreadEvent
-    from chat.tasks import persist_tool_media
 
     first = media_call([image_block(PNG)])
     second = media_call([image_block(PNG)])
@@ -318,17 +313,22 @@ def test_a_second_run_does_nothing_and_equal_content_is_stored_once(
     stored = [p for p in Path(media_settings.MEDIA_ROOT).rglob("*") if p.is_file()]
     assert len(stored) == 2  # one original + one thumbnail, shared by both assets
 
-    events_before = ThreadEvent.objects.count()
+    last_event = ThreadEvent.objects.order_by("-id").values_list("id", flat=True).first()
     persist_tool_media.delay(a.pk)  # a duplicate message (redelivery, requeue)
-    assert media_store.persist_asset(asset_id=b.pk) == "skipped"
-    time.sleep(1.0)
+    assert media_services.media_asset_persist(asset_id=b.pk) == "skipped"
+    # No sleep to prove nothing happened: the solo worker takes messages in order, so once a
+    # later call's media settled, the duplicate has been handled.
+    marker = media_call([image_block(PNG)])
+    wait_settled(marker)
     a.refresh_from_db()
     assert a.status == "ready" and a.attempts == 1
-    assert ThreadEvent.objects.count() == events_before
+    later = ThreadEvent.objects.filter(id__gt=last_event)
+    about = {(e.payload.get("toolCallId") or e.payload.get("id")) for e in later}
+    assert about <= {marker.pk}, [(e.kind, e.payload) for e in later]
 
 
 def test_a_transient_storage_failure_is_retried(worker, media_call, monkeypatch):
-    real_store = media_store.store_in_default_storage
+    real_store = media_storage.store_in_default_storage
     failures: list[str] = []
 
     def flaky_store(name: str, **kwargs: Any) -> str:
@@ -337,7 +337,7 @@ def test_a_transient_storage_failure_is_retried(worker, media_call, monkeypatch)
             raise OSError("storage unavailable")
         return real_store(name, **kwargs)
 
-    monkeypatch.setattr(media_store, "store_in_default_storage", flaky_store)
+    monkeypatch.setattr(media_storage, "store_in_default_storage", flaky_store)
     (asset,) = wait_settled(media_call([image_block(PNG)]))
     assert failures and asset.status == "ready" and asset.attempts == 2
 
@@ -368,13 +368,23 @@ def test_requeue_media_re_enqueues_only_old_staged_assets(world, worker, media_s
     # The broker lost these messages: nothing was ever enqueued for them.
     old, young = staged(3600), staged(1)
     call_command("requeue_media", "--older-than", "600", "--dry-run")
-    time.sleep(0.5)
+    # No sleep to prove the dry run enqueued nothing: a later message (the solo worker takes
+    # them in order) settles first, then the old asset must still be staged.
+    marker = staged(1)
+    persist_tool_media.delay(marker.pk)
+    poll(
+        lambda: MediaAsset.objects.get(pk=marker.pk).status != "staged",
+        timeout=20,
+        reason="the worker's commit reaches the test only through the database",
+    )
     assert MediaAsset.objects.get(pk=old.pk).status == "staged"
 
     call_command("requeue_media", "--older-than", "600")
-    deadline = time.monotonic() + 20
-    while MediaAsset.objects.get(pk=old.pk).status == "staged" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    poll(
+        lambda: MediaAsset.objects.get(pk=old.pk).status != "staged",
+        timeout=20,
+        reason="the worker's commit reaches the test only through the database",
+    )
     old.refresh_from_db()
     young.refresh_from_db()
     assert old.status == "ready" and old.duration == 2.0
@@ -387,9 +397,9 @@ def test_a_missing_staging_file_is_retried_then_rejected(world, media_settings):
     asset = MediaAsset.objects.create(
         thread=world.thread, kind="image", mime_type="image/png", staging_path="f" * 32
     )
-    with pytest.raises(media_store.TransientMediaError):
-        media_store.persist_asset(asset_id=asset.pk)
-    assert media_store.persist_asset(asset_id=asset.pk, final_attempt=True) == "rejected"
+    with pytest.raises(media_formats.TransientMediaError):
+        media_services.media_asset_persist(asset_id=asset.pk)
+    assert media_services.media_asset_persist(asset_id=asset.pk, final_attempt=True) == "rejected"
     asset.refresh_from_db()
     assert asset.reason == (
         "The staged file is no longer available, so the media could not be stored."
@@ -405,9 +415,9 @@ def test_an_asset_that_keeps_failing_is_rejected_after_the_attempt_limit(world, 
         kind="image",
         mime_type="image/png",
         staging_path="e" * 32,
-        attempts=media_store.MAX_ATTEMPTS,
+        attempts=media_services.MAX_ATTEMPTS,
     )
-    assert media_store.persist_asset(asset_id=asset.pk) == "rejected"
+    assert media_services.media_asset_persist(asset_id=asset.pk) == "rejected"
     asset.refresh_from_db()
     assert asset.reason == "The media could not be processed after 10 attempts."
 

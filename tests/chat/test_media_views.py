@@ -13,9 +13,10 @@ from channels.db import database_sync_to_async
 from django.test import AsyncClient
 from PIL import Image
 
-from chat import media_store
+from chat import media_services
 from chat.media_views import content_disposition, parse_range, safe_filename
 from examples.media import server as samples
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,18 +36,15 @@ class World:
 
 @pytest.fixture
 def world(settings, tmp_path: Path) -> World:
-    from django.contrib.auth import get_user_model
-
-    from chat import services
-
     settings.MEDIA_ROOT = str(tmp_path / "media")
     settings.MEDIA_STAGING_ROOT = str(tmp_path / "staging")
-    users = get_user_model().objects
-    owner, viewer, outsider = (users.create(username=n) for n in ("olivia", "vera", "oscar"))
-    workspace = services.create_workspace(name="Acme", owner=owner)
-    services.set_membership(workspace=workspace, user=viewer, role="viewer")
-    services.create_workspace(name="Globex", owner=outsider)
-    thread = services.create_thread(workspace=workspace, title="Media", actor=owner)
+    owner, viewer, outsider = (
+        factories.UserFactory(username=n) for n in ("olivia", "vera", "oscar")
+    )
+    workspace = factories.WorkspaceFactory(name="Acme", owner=owner)
+    factories.MembershipFactory(workspace=workspace, user=viewer, role="viewer")
+    factories.WorkspaceFactory(name="Globex", owner=outsider)
+    thread = factories.ThreadFactory(workspace=workspace, title="Media", actor=owner)
     return World(owner=owner, viewer=viewer, outsider=outsider, thread=thread)
 
 
@@ -65,7 +63,7 @@ def persisted(world: World, data: bytes, kind: str, mime: str, filename: str = "
         size=len(data),
         staging_path=staged["stagingKey"],
     )
-    media_store.persist_asset(asset_id=asset.pk)
+    media_services.media_asset_persist(asset_id=asset.pk)
     asset.refresh_from_db()
     return asset
 
@@ -100,13 +98,12 @@ async def test_members_get_the_file_with_safe_headers(world):
 
 
 async def test_outsiders_anonymous_and_unfinished_media_get_404(world):
-    from chat.models import MediaAsset
 
     ready = await database_sync_to_async(persisted)(world, PNG, "image", "image/png")
     rejected = await database_sync_to_async(persisted)(
         world, b"PK\x03\x04zip", "image", "image/png"
     )
-    staged = await database_sync_to_async(MediaAsset.objects.create)(
+    staged = await database_sync_to_async(factories.MediaAssetFactory)(
         thread=world.thread, kind="image", mime_type="image/png", staging_path="a" * 32
     )
     assert rejected.status == "rejected"
@@ -212,47 +209,3 @@ def test_filenames_are_sanitized() -> None:
     assert content_disposition("inline", "日本.png") == (
         "inline; filename=\"download.png\"; filename*=UTF-8''%E6%97%A5%E6%9C%AC.png"
     )
-
-
-async def test_the_relay_accepts_only_signed_requests_from_loopback(world):
-    from chat.media_store import channel_layer_is_process_local, relay_token
-
-    client = AsyncClient()
-    token = relay_token(thread_id=world.thread.pk, seqs=[1])
-    if not channel_layer_is_process_local():  # production: workers broadcast themselves
-        assert (await client.post("/media/relay/", {"token": token})).status_code == 404
-        return
-    assert (await client.post("/media/relay/", {"token": token + "x"})).status_code == 403
-    assert (await client.post("/media/relay/", {"token": ""})).status_code == 403
-    from django.http import Http404
-    from django.test import RequestFactory
-
-    from chat.media_views import media_relay
-
-    foreign = RequestFactory().post("/media/relay/", {"token": token}, REMOTE_ADDR="10.1.2.3")
-    with pytest.raises(Http404):
-        await database_sync_to_async(media_relay)(foreign)
-    assert (await client.get("/media/relay/")).status_code == 405
-
-
-async def test_the_relay_broadcasts_events_another_process_stored(world, ws_connect):
-    """Embedded profile: what a worker process stored reaches live clients through daphne."""
-    from chat.media_store import channel_layer_is_process_local, relay_token
-    from chat.models import ThreadEvent
-
-    if not channel_layer_is_process_local():
-        pytest.skip("only the in-memory channel layer needs a relay")
-    communicator, connected, _ = await ws_connect(world.owner, world.thread.pk)
-    assert connected
-    hello = await communicator.receive_json_from(timeout=5)
-    # Stored the way chat.events.emit stores, but by "another process": nobody broadcast it.
-    event = await database_sync_to_async(ThreadEvent.objects.create)(
-        thread=world.thread, seq=hello["lastSeq"] + 1, kind="media", payload={"id": 1}
-    )
-    response = await AsyncClient().post(
-        "/media/relay/", {"token": relay_token(thread_id=world.thread.pk, seqs=[event.seq])}
-    )
-    assert response.status_code == 204
-    frame = await communicator.receive_json_from(timeout=5)
-    assert frame == {"type": "event", "seq": event.seq, "kind": "media", "data": {"id": 1}}
-    await communicator.disconnect()

@@ -4,16 +4,15 @@ real `board` example and (for model turns) the fake OpenAI-compatible server."""
 from __future__ import annotations
 
 import json
-import queue
+import re
 import subprocess
 import sys
-import threading
-import time
 
 import pytest
 
 from tests.chat.fake_llm import FakeLLM, openai_text
 from tests.live import PYTHON, ROOT, LiveAtrium
+from tests.waiting import OutputWatch, wait_for_exit
 
 pytestmark = [pytest.mark.slow]
 
@@ -27,21 +26,21 @@ U = get_user_model()
 owner = U.objects.create_user("olivia", password="pw-olivia-123456")
 member = U.objects.create_user("marco", password="pw-marco-1234567")
 viewer = U.objects.create_user("vera", password="pw-vera-12345678")
-ws = services.create_workspace(name="Acme", owner=owner)
+ws = services.workspace_create(name="Acme", owner=owner)
 ws.provider = "openai"; ws.model = "fake-model"; ws.provider_base_url = {base_url!r}
 ws.save()
-services.set_membership(workspace=ws, user=member, role="member")
-services.set_membership(workspace=ws, user=viewer, role="viewer")
-server = bridge_services.add_server(
+services.membership_set(workspace=ws, user=member, role="member")
+services.membership_set(workspace=ws, user=viewer, role="viewer")
+server = bridge_services.server_add(
     name="Board", slug="board", transport="stdio", command=sys.executable,
     args=[{board!r}], env={{"BOARD_STATE_FILE": {state!r}}},
 )
-binding = binding_services.create_binding(server=server, workspace=ws)
-binding_services.set_tool_policy(binding=binding, tool_name="add_item", approval="auto")
+binding = binding_services.binding_create(server=server, workspace=ws)
+binding_services.tool_policy_set(binding=binding, tool_name="add_item", approval="auto")
 threads = {{}}
 for name in ("session", "viewer", "live"):
-    t = services.create_thread(workspace=ws, title=f"{{name}} thread", actor=owner)
-    services.post_user_message(thread=t, author=owner, text=f"Hello from the web ({{name}})")
+    t = services.thread_create(workspace=ws, title=f"{{name}} thread", actor=owner)
+    services.message_post(thread=t, author=owner, text=f"Hello from the web ({{name}})")
     threads[name] = t.pk
 print(json.dumps(threads))
 """
@@ -140,40 +139,23 @@ def test_live_updates_from_others_are_printed(live):
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
     )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(
-        target=lambda: [lines.put(line) for line in process.stdout], daemon=True
-    ).start()
-
-    def wait_for(needle: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        seen = []
-        while time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            seen.append(line)
-            if needle in line:
-                return
-        raise AssertionError(f"{needle!r} not printed; got {seen!r}")
+    output = OutputWatch(process)  # each printed line is an event
 
     try:
-        wait_for("/quit to leave")
+        output.wait_for(re.escape("/quit to leave"), timeout=30)
         live.shell(
             "from django.contrib.auth import get_user_model; from chat import services; "
             "from chat.models import Thread; "
-            f"services.post_user_message(thread=Thread.objects.get(pk={thread}), "
+            f"services.message_post(thread=Thread.objects.get(pk={thread}), "
             "author=get_user_model().objects.get(username='marco'), text='Hi from the web')"
         )
-        wait_for("marco: Hi from the web", timeout=15)
-        process.stdin.write("/quit\n")
+        output.wait_for("marco: Hi from the web", timeout=15)
+        process.stdin.write(b"/quit\n")
         process.stdin.flush()
-        assert process.wait(timeout=30) == 0
+        assert wait_for_exit(process, timeout=30) == 0
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-        print(process.stderr.read(), file=sys.stderr)
+        print(process.stderr.read().decode(errors="replace"), file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from channels.db import database_sync_to_async
 
-from tests.chat.test_view_bridge import _board_view
+from tests.chat.test_app_view_bridge import _board_view
 from tests.conftest import next_frame, open_socket, reply_frame, toolcall_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -64,7 +64,8 @@ async def test_a_persons_own_call_of_a_destructive_tool_runs_without_a_card(
     personas, board_server, ws_connect
 ):
     """Issue 11: a person's own /call is consent, whatever the tool's risk."""
-    from bindings.models import ApprovalRequest, AuditEvent
+    from audit.models import AuditEvent
+    from bindings.models import ApprovalRequest
 
     owner = await open_socket(ws_connect, personas.owner, personas.thread)
     member = await open_socket(ws_connect, personas.member, personas.thread)
@@ -89,7 +90,7 @@ async def test_a_persons_own_call_of_a_destructive_tool_runs_without_a_card(
 
 
 async def test_a_viewers_call_is_refused(personas, board_server, ws_connect):
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
     await viewer.send_json_to(
@@ -109,7 +110,7 @@ async def test_a_viewers_call_is_refused(personas, board_server, ws_connect):
 async def test_a_views_destructive_call_waits_for_a_member_not_a_viewer(
     personas, board_server, ws_connect
 ):
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     owner, call, view = await _board_view(ws_connect, personas)
     member = await open_socket(ws_connect, personas.member, personas.thread)
@@ -201,7 +202,8 @@ async def test_overdue_approval_expires_and_its_call_is_closed(personas, board_s
 
     from django.utils import timezone
 
-    from bindings.models import ApprovalRequest, AuditEvent
+    from audit.models import AuditEvent
+    from bindings.models import ApprovalRequest
 
     owner, _, view = await _board_view(ws_connect, personas)
     await owner.send_json_to(

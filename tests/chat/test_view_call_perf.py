@@ -1,6 +1,6 @@
 """The lean UI tools/call path (DESIGN §9 round-trip budget) keeps every invariant of §8.
 
-A view's `tools/call` now reads its rows with lean statements (`bindings.audit.select_rows`),
+A view's `tools/call` now reads its rows with lean statements (`audit.rows.select_rows`),
 writes with `insert_row`/`update_row`, builds its events from memory and announces a
 quick call with its final event only. Nothing about the authority is cached: these tests
 change bindings, policies, catalogue rows and memberships behind the app's back (plain
@@ -73,7 +73,7 @@ def _db(func):
 
 
 async def _denials(reason: str) -> int:
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     return await _db(
         lambda: AuditEvent.objects.filter(
@@ -141,7 +141,7 @@ async def test_a_thread_binding_beats_the_workspace_binding(personas, board_serv
     view = await _open_view(ws_connect, personas.owner, personas.thread)
     assert (await view.call())["ok"]
     await _db(
-        lambda: services.create_binding(
+        lambda: services.binding_create(
             server=server, workspace=personas.workspace, thread=personas.thread
         )
     )
@@ -159,7 +159,7 @@ async def test_a_policy_change_decides_the_very_next_call(personas, board_server
     _server, binding = board_server
     view = await _open_view(ws_connect, personas.owner, personas.thread)
     assert (await view.call())["ok"]
-    await _db(lambda: services.set_tool_policy(binding=binding, tool_name=TOOL, approval="deny"))
+    await _db(lambda: services.tool_policy_set(binding=binding, tool_name=TOOL, approval="deny"))
     reply = await view.call()
     assert reply["ok"] is False
     assert reply["error"]["code"] == "policy_denies"
@@ -272,10 +272,10 @@ async def test_a_quick_view_call_has_only_its_final_event(personas, board_server
 async def test_a_slower_view_call_is_announced_before_its_final_event(
     personas, board_server, ws_connect, monkeypatch
 ):
-    from chat import toolcalls
     from chat.models import ThreadEvent, ToolCall
+    from chat.services import tool_calls
 
-    monkeypatch.setattr(toolcalls, "ANNOUNCE_AFTER", 0.0)
+    monkeypatch.setattr(tool_calls, "ANNOUNCE_AFTER", 0.0)
     view = await _open_view(ws_connect, personas.owner, personas.thread)
     for _ in range(5):
         assert (await view.call())["ok"]

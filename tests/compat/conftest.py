@@ -1,3 +1,3 @@
 """The compatibility suite reuses the real-Chromium fixtures of tests/browser."""
 
-from tests.browser.conftest import browser, screenshots  # noqa: F401 (fixtures)
+from tests.browser.conftest import screenshots  # noqa: F401 (fixture; `browser` is in tests/conftest.py)

@@ -36,7 +36,6 @@ import os
 import re
 import secrets
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +46,7 @@ from playwright.sync_api import expect
 
 from tests.browser.helpers_ui import login
 from tests.live import ROOT, LiveAtrium
+from tests.waiting import WaitTimeout, poll
 
 pytestmark = [
     pytest.mark.browser,
@@ -321,8 +321,8 @@ import json
 from django.contrib.auth import get_user_model
 from chat import services
 owner = get_user_model().objects.create_user("olivia", password={password!r})
-workspace = services.create_workspace(name="Acme", owner=owner, slug="acme")
-print(json.dumps({{n: services.create_thread(workspace=workspace, title=n, actor=owner).pk
+workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
+print(json.dumps({{n: services.thread_create(workspace=workspace, title=n, actor=owner).pk
                   for n in {names!r}}}))
 """
 
@@ -464,11 +464,13 @@ def wait_mounted(page: Any, row: Any) -> int:
 
 def wait_handshake(page: Any, call_id: int) -> None:
     page.wait_for_function(
-        "id => (window.AtriumViews.list().find(v => v.toolCallId === id) || {}).ready === true",
+        "id => (window.AtriumAppViews.list().find(v => v.toolCallId === id) || {}).ready === true",
         arg=call_id,
         timeout=30_000,
     )
-    state = page.evaluate("id => window.AtriumViews.list().find(v => v.toolCallId === id)", call_id)
+    state = page.evaluate(
+        "id => window.AtriumAppViews.list().find(v => v.toolCallId === id)", call_id
+    )
     assert state["protocol"] == "mcp", state
 
 
@@ -512,16 +514,20 @@ def view_screenshot(page: Any, row: Any, path: Path) -> bytes:
 def wait_for_audit(world: World, since: int, want: Expect, timeout: float = 30.0) -> dict:
     """The first audit row of a view's request matching ``want`` (bounded poll: the row is
     written by another process and no event announces it)."""
-    deadline = time.monotonic() + timeout
     rows: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        rows = [r for r in world.audit_rows(since) if r["actor_kind"] == "app_view"]
+
+    def matching() -> dict | None:
+        rows[:] = [r for r in world.audit_rows(since) if r["actor_kind"] == "app_view"]
         for row in rows:
             if row["action"] == want.action and (not want.tool or row["tool_name"] == want.tool):
                 return row
-        time.sleep(0.2)
-    seen = [(r["action"], r["tool_name"], r["decision"]) for r in rows]
-    raise AssertionError(f"no audit row {want} within {timeout}s; the view's rows: {seen}")
+        return None
+
+    try:
+        return poll(matching, timeout=timeout, interval=0.2, reason=f"audit row {want}")
+    except WaitTimeout as exc:
+        seen = [(r["action"], r["tool_name"], r["decision"]) for r in rows]
+        raise AssertionError(f"{exc}; the view's rows: {seen}") from exc
 
 
 # ---- the suite ---------------------------------------------------------------------------------

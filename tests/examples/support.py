@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 from mcp.client import advertise
+
+from tests.waiting import poll
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 APP_MIME = "text/html;profile=mcp-app"
@@ -48,16 +49,17 @@ def free_port() -> int:
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited early with code {process.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
+                return True
         except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"nothing listening on port {port} after {timeout}s")
+            return False
+
+    # Polled: the example servers print nothing when they start listening.
+    poll(listening, timeout=timeout, interval=0.1, reason=f"a server listens on port {port}")
 
 
 @contextmanager

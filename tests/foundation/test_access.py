@@ -57,8 +57,8 @@ def test_viewer_cannot_create_threads(personas):
 
 
 def test_member_creates_a_thread_and_it_is_audited(personas):
-    from bindings.events import AuditEventType
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
+    from audit.types import AuditEventType
 
     response = _client(personas.member).post(
         reverse("thread-create", args=[personas.workspace.slug]), {"title": "Retro"}

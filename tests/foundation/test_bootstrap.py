@@ -36,4 +36,4 @@ def test_bootstrap_is_idempotent_and_shows_the_password_once():
         McpServer.objects.values_list("slug", flat=True)
     )
     # Each server bound once to the demo workspace, however often bootstrap runs.
-    assert AppBinding.objects.filter(workspace=workspace).count() == McpServer.objects.count()
+    assert AppBinding.objects.filter(workspace_id=workspace.pk).count() == McpServer.objects.count()

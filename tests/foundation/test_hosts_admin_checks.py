@@ -19,7 +19,13 @@ SANDBOX_HOST = "board.localhost:8000"
 def test_sandbox_host_serves_no_app_pages(personas, host):
     client = Client(HTTP_HOST=host)
     client.force_login(personas.owner)
-    paths = ("/", "/login/", "/admin/", f"/w/{personas.workspace.slug}/", "/static/chat/views.js")
+    paths = (
+        "/",
+        "/login/",
+        "/admin/",
+        f"/w/{personas.workspace.slug}/",
+        "/static/chat/app_views/index.js",
+    )
     for path in paths:
         response = client.get(path)
         assert response.status_code == 404, path
@@ -58,7 +64,7 @@ def test_sandbox_hosts_are_normalized_before_routing(settings, host, key):
 
 
 def test_every_server_gets_its_own_sandbox_origin():
-    from chat.view_bridge import sandbox_key_for, sandbox_origin_for
+    from chat.app_view_bridge import sandbox_key_for, sandbox_origin_for
 
     assert sandbox_origin_for("board") == "http://board.localhost:8000"
     keys = {sandbox_key_for(slug) for slug in ("board", "Board", "my_server", "my-server")}
@@ -104,7 +110,7 @@ def test_host_pages_carry_a_strict_nonce_csp():
 
 @pytest.mark.django_db
 def test_audit_events_are_read_only_in_the_admin(personas):
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     staff = personas.owner
     staff.is_staff = staff.is_superuser = True
@@ -113,14 +119,14 @@ def test_audit_events_are_read_only_in_the_admin(personas):
     client.force_login(staff)
     event = AuditEvent.objects.first()
     assert event is not None
-    change_url = f"/admin/bindings/auditevent/{event.pk}/change/"
-    assert client.get("/admin/bindings/auditevent/").status_code == 200
-    assert client.get("/admin/bindings/auditevent/add/").status_code == 403
+    change_url = f"/admin/audit/auditevent/{event.pk}/change/"
+    assert client.get("/admin/audit/auditevent/").status_code == 200
+    assert client.get("/admin/audit/auditevent/add/").status_code == 403
     before = AuditEvent.objects.get(pk=event.pk)
     response = client.post(change_url, {"reason": "tampered", "decision": "denied"})
     assert response.status_code == 403
     assert (
-        client.post(f"/admin/bindings/auditevent/{event.pk}/delete/", {"post": "yes"}).status_code
+        client.post(f"/admin/audit/auditevent/{event.pk}/delete/", {"post": "yes"}).status_code
         == 403
     )
     after = AuditEvent.objects.get(pk=event.pk)
@@ -129,7 +135,7 @@ def test_audit_events_are_read_only_in_the_admin(personas):
 
 @pytest.mark.django_db
 def test_audit_rows_cannot_be_changed_or_deleted_through_the_orm(personas):
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     event = AuditEvent.objects.first()
     event.reason = "tampered"
@@ -147,7 +153,7 @@ def test_audit_rows_cannot_be_changed_or_deleted_through_the_orm(personas):
 def test_the_database_refuses_to_update_audit_rows_even_in_raw_sql(personas):
     from django.db import DatabaseError, connection, transaction
 
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     event = AuditEvent.objects.first()
     with (
@@ -170,7 +176,7 @@ def test_the_database_refuses_to_update_audit_rows_even_in_raw_sql(personas):
 def test_postgresql_refuses_to_delete_audit_rows_even_in_raw_sql(personas):
     from django.db import DatabaseError, connection, transaction
 
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     count = AuditEvent.objects.count()
     assert count > 0
@@ -245,7 +251,7 @@ def test_a_views_policy_never_names_the_app_or_a_sandbox(settings):
     """effective_csp passes the configured app host and sandbox domain to the CSP builder."""
     from types import SimpleNamespace
 
-    from chat.view_bridge import effective_csp
+    from chat.app_view_bridge import effective_csp
 
     settings.APP_HOST = "chat.example.com"
     settings.SANDBOX_DOMAIN = "sandbox.example.net"

@@ -6,13 +6,13 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.live import ROOT, free_port
+from tests.waiting import OutputWatch, WaitTimeout, wait_for_exit
 
 pytestmark = pytest.mark.slow
 
@@ -29,20 +29,12 @@ def test_run_script_serves_the_app_and_stops_cleanly_on_ctrl_c(tmp_path: Path):
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
         start_new_session=True,
     )
-    output = []
+    output = OutputWatch(proc)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            output.append(line)
-            if "Press Ctrl-C to stop" in line:
-                break
-        text = "".join(output)
+        output.wait_for("Press Ctrl-C to stop", timeout=120)
+        text = output.text()
         assert f"http://localhost:{port}/" in text, text
         credentials = re.search(r"Admin login: (\S+) / (\S+)", text)
         assert credentials, text
@@ -67,10 +59,11 @@ def test_run_script_serves_the_app_and_stops_cleanly_on_ctrl_c(tmp_path: Path):
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
         try:
-            rest, _ = proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
+            wait_for_exit(proc, timeout=30)
+        except WaitTimeout:
             os.killpg(proc.pid, signal.SIGKILL)
             raise
+    rest = output.closed_text()
     assert proc.returncode == 0, rest
     assert "Stopped." in rest
     # Nothing left listening.

@@ -152,7 +152,7 @@ async def test_demoted_member_is_refused_on_the_next_action(personas, ws_connect
 
     member, _, _ = await ws_connect(personas.member, personas.thread.pk)
     await _next_of_type(member, "hello")
-    await database_sync_to_async(services.set_membership)(
+    await database_sync_to_async(services.membership_set)(
         workspace=personas.workspace, user=personas.member, role="viewer"
     )
     await member.send_json_to({"type": "message.post", "text": "still here?"})

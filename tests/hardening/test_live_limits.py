@@ -64,7 +64,7 @@ def test_a_5_mb_request_is_answered_and_the_socket_stays(live):
         big = {"type": "view.request", "token": "t", "method": "ui/update-model-context",
                "params": {"content": [{"type": "text", "text": "x" * (5 * 1024 * 1024)}]}}  # fmt: skip
         # Refused before it is parsed: the reply has no rid (the client learns of it by the
-        # absence of one; chat.js refuses such requests before sending, with their rid).
+        # absence of one; static/chat/socket.js refuses such requests before sending, with their rid).
         answered = asyncio.get_running_loop().create_future()
         sock.replies[None] = answered
         await sock.ws.send(json.dumps(big))

@@ -33,11 +33,11 @@ def hardening_server(personas):
     from bindings import services as binding_services
     from mcp_bridge import services as bridge_services
 
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name="Hardening", slug="hardening", transport="stdio", command=sys.executable,
         args=[str(HARDENING)],
     )  # fmt: skip
-    binding = binding_services.create_binding(server=server, workspace=personas.workspace)
+    binding = binding_services.binding_create(server=server, workspace=personas.workspace)
     return server, binding
 
 
@@ -46,7 +46,7 @@ def _db(fn):
 
 
 async def _rows(**filters) -> list[dict]:
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     return await _db(
         lambda: list(

@@ -39,6 +39,7 @@ from mcp_bridge.errors import (
     ToolTimeout,
 )
 from tests.fixtures.http_servers import free_port, serve_async
+from tests.waiting import apoll
 
 pytestmark = pytest.mark.slow
 
@@ -69,15 +70,9 @@ def events(path: Path, name: str) -> list[dict[str, Any]]:
 async def eventually(
     check: Callable[[], Any], *, timeout: float = 5.0, message: str = "condition"
 ) -> Any:
-    """Poll ``check`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {message}")
-        await asyncio.sleep(0.02)
+    """``check``'s first truthy value. Polled: the fault-injecting server reports to the
+    test only through its log file, and a process's exit through /proc."""
+    return await apoll(check, timeout=timeout, interval=0.02, reason=message)
 
 
 def process_alive(pid: int) -> bool:

@@ -8,7 +8,6 @@ does not produce), ``raw_stdio.py`` (content a host must refuse) and ``faulty.py
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import gzip
 import hashlib
@@ -27,11 +26,12 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from bindings.models import AuditEvent
+from audit.models import AuditEvent
 from mcp_bridge import gateway, services
 from mcp_bridge.errors import InvalidResource, ServerCrashed, ToolTimeout
 from mcp_bridge.models import McpServer, Tool, UiResource
 from tests.fixtures import third_party
+from tests.waiting import apoll
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -424,7 +424,7 @@ def test_hostile_content_becomes_error_parts() -> None:
 
 @pytest.fixture
 def faulty(tmp_path: Path) -> McpServer:
-    return services.add_server(
+    return services.server_add(
         name="faulty",
         transport="stdio",
         command=sys.executable,
@@ -443,12 +443,8 @@ async def connections() -> AsyncIterator[None]:
 
 
 async def eventually(check: Callable[[], Any], *, timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        await asyncio.sleep(0.02)
-    return value
+    # Polled: what is checked (a process's state, a server's log file) sends no event.
+    return await apoll(check, timeout=timeout, interval=0.02, reason="a server's process state")
 
 
 async def call(server: McpServer, name: str, arguments: dict[str, Any] | None = None) -> str:
@@ -519,10 +515,10 @@ def test_blocking_bridge_is_shared_and_survives_with_blocks() -> None:
 
 
 def test_non_html_ui_resource_is_rejected_with_its_uri() -> None:
-    server = services.add_server(name="s", transport="stdio", command="node")
+    server = services.server_add(name="s", transport="stdio", command="node")
     read = {"contents": [{"uri": "ui://s/view", "mimeType": "text/plain", "text": "hello"}]}
     with pytest.raises(InvalidResource) as caught:
-        services.store_ui_resource(server=server, uri="ui://s/view", read_result=read)
+        services.ui_resource_store(server=server, uri="ui://s/view", read_result=read)
     assert caught.value.details["uri"] == "ui://s/view"
     assert str(caught.value) == (
         "The UI resource ui://s/view has mime type 'text/plain', not an HTML app type."

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from mcp_bridge import normalize as normalize_module
 from mcp_bridge.normalize import (
     NormalizedResult,
     StagedPayload,
@@ -21,6 +20,7 @@ from mcp_bridge.normalize import (
     normalize_tool_result,
     text_fallback,
 )
+from mcp_bridge.normalize import media as normalize_media
 
 PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
 PNG_B64 = base64.b64encode(PNG_BYTES).decode()
@@ -388,13 +388,13 @@ def test_large_image_is_staged_with_one_decoded_copy() -> None:
 
 def test_base64_is_decoded_once_and_payload_is_released(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = {"decode": 0}
-    real_decode = normalize_module.binascii.a2b_base64
+    real_decode = normalize_media.binascii.a2b_base64
 
     def counting_decode(*args: Any, **kwargs: Any) -> bytes:
         calls["decode"] += 1
         return real_decode(*args, **kwargs)
 
-    monkeypatch.setattr(normalize_module.binascii, "a2b_base64", counting_decode)
+    monkeypatch.setattr(normalize_media.binascii, "a2b_base64", counting_decode)
     seen: list[weakref.ref[StagedPayload]] = []
 
     def stage(payload: StagedPayload) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mcp_bridge import normalize as normalize_module
 from mcp_bridge.normalize import StagedPayload, base64_decoded_size, normalize_tool_result
+from mcp_bridge.normalize import media as normalize_media
 
 MIB = 1024 * 1024
 
@@ -64,8 +64,8 @@ def test_a_large_payload_is_staged_as_its_base64_text_undecoded(
     def no_decoding(*args: Any, **kwargs: Any) -> bytes:
         raise AssertionError("decoded on the request path")
 
-    monkeypatch.setattr(normalize_module.binascii, "a2b_base64", no_decoding)
-    monkeypatch.setattr(normalize_module.base64, "b64decode", no_decoding)
+    monkeypatch.setattr(normalize_media.binascii, "a2b_base64", no_decoding)
+    monkeypatch.setattr(normalize_media.base64, "b64decode", no_decoding)
     text = b64(os.urandom(2 * MIB + 1))
     stage = Stage()
     result = normalize_tool_result(video(text), stage=stage, defer_decode_over=MIB)
@@ -134,7 +134,7 @@ def test_a_failing_stage_of_a_deferred_payload_is_an_error_part() -> None:
 
 
 def test_the_alphabet_is_left_to_whoever_decodes() -> None:
-    """Checking it takes a full decode; the media worker rejects it (chat.media_store)."""
+    """Checking it takes a full decode; the media worker rejects it (chat.media_processing)."""
     text = "*" * (2 * MIB)
     stage = Stage()
     normalize_tool_result(video(text), stage=stage, defer_decode_over=MIB)

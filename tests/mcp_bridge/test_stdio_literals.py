@@ -1,9 +1,10 @@
-"""Long lines of the stdio transport: string literals taken out as text while they arrive
-(``LiteralExtractor``), so a 50 MB base64 payload is held once, never as bytes and text.
+"""Long lines of the stdio transport: long string literals streamed into spool files while
+they arrive (``LiteralExtractor``), so a 50 MB base64 payload is never held in memory.
 
 Equivalence first (whatever the chunking, the parsed message is what a JSON parser makes
-of the whole line), then memory (peak RSS of this process, Linux), then the no-op that
-unpins the SDK's last message.
+of the whole line, media fields behind markers only the host can claim), then the spool
+files' life (claimed once, removed when the line fails), then memory (peak RSS of this
+process, Linux), then the no-op that unpins the SDK's last message.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.message import SessionMessage
 from pydantic_core import from_json
 
-from mcp_bridge import stdio_transport
+from mcp_bridge import spooled_media, stdio_transport
+from mcp_bridge.normalize import normalize_tool_result
 from mcp_bridge.stdio_transport import (
     LineSplitter,
     LiteralExtractor,
@@ -37,9 +40,12 @@ from mcp_bridge.stdio_transport import (
 )
 
 MIB = 1024 * 1024
+# One directory for the module (hypothesis runs many examples per test function).
+SPOOL = Path(tempfile.mkdtemp(prefix="atrium-spool-test-"))
 
 
 def split(line: bytes, chunk: int, **options: Any) -> list[Any]:
+    options.setdefault("spool_dir", SPOOL)
     splitter = LineSplitter(**options)
     out = []
     data = line + b"\n"
@@ -51,9 +57,17 @@ def split(line: bytes, chunk: int, **options: Any) -> list[Any]:
 
 
 def parsed(item: bytes | SpilledLine) -> Any:
-    if isinstance(item, SpilledLine):
-        return item.restore(from_json(item.skeleton))
-    return from_json(item)
+    """The tree the host works with, media markers claimed and read back."""
+    if not isinstance(item, SpilledLine):
+        return from_json(item)
+    tree, registered = item.resolve(from_json(item.skeleton))
+    item.discard()
+    for holder, key in stdio_transport.tool_result_media_fields(tree):
+        if holder[key] in registered:
+            literal = spooled_media.claim(holder[key])
+            holder[key] = literal.read_text()
+            literal.discard()
+    return tree
 
 
 # ---- equivalence ------------------------------------------------------------------------
@@ -95,14 +109,16 @@ def test_any_chunking_parses_to_what_the_whole_line_parses_to(
     raw = json.dumps(message, ensure_ascii=ensure_ascii).encode()
     if escape_slashes:  # what PHP and some Java encoders do: legal JSON
         raw = raw.replace(b"/", b"\\/")
-    (item,) = split(raw, chunk, scan_over=scan_over, literal_threshold=literal_threshold)
+    options = {"scan_over": scan_over, "literal_threshold": literal_threshold}
+    (item,) = split(raw, chunk, **options)
     assert parsed(item) == json.loads(raw) == message
+    (item,) = split(raw, chunk, **options)  # parsing takes the spool files over
     result = parse_message(item)
     assert isinstance(result, SessionMessage)
     assert result.message.result == {"value": value}
 
 
-def test_long_base64_literals_are_taken_out_and_put_back() -> None:
+def test_long_base64_literals_go_to_spool_files_behind_markers() -> None:
     payload = base64.b64encode(os.urandom(300_000)).decode()
     message = {
         "jsonrpc": "2.0",
@@ -117,15 +133,132 @@ def test_long_base64_literals_are_taken_out_and_put_back() -> None:
         },
     }
     line = json.dumps(message).encode()
+    before = set(SPOOL.iterdir())
     (item,) = split(line, 65536)
     assert isinstance(item, SpilledLine)
     assert len(item.values) == 3 and len(item) == len(line)
     assert len(item.skeleton) < 1000  # the payloads are not in it
+    assert len(set(SPOOL.iterdir()) - before) == 3
     result = parse_message(item)
     assert isinstance(result, SessionMessage)
-    assert result.message.result == message["result"]
-    data = result.message.result["content"][1]["data"]
-    assert data == payload and type(data) is str and data.isascii()
+    content = result.message.result["content"]
+    # Not a media field: read back as text, its file gone.
+    assert result.message.result["structuredContent"] == {payload[:200_000]: "a long key"}
+    assert content[0]["text"] == 'a "quoted" \\ text'
+    image, blob = content[1]["data"], content[2]["resource"]["blob"]
+    assert spooled_media.is_marker(image) and spooled_media.is_marker(blob)
+    assert len(set(SPOOL.iterdir()) - before) == 2
+    literal = spooled_media.claim(image)
+    assert literal is not None and literal.read_text() == payload
+    assert literal.decoded_size() == 300_000
+    assert spooled_media.claim(image) is None  # once
+    literal.discard()
+    other = spooled_media.claim(blob)
+    assert other is not None and other.read_text() == payload[::-1]
+    other.discard()
+    assert set(SPOOL.iterdir()) == before
+
+
+def test_only_the_host_resolves_markers_and_a_forged_one_is_invalid_base64() -> None:
+    """A server that writes a marker (say, one that leaked to it) names no file: the marker
+    is resolved through this process's registry, once, and a forged one is just text."""
+    payload = base64.b64encode(os.urandom(300_000)).decode()
+    first = parse_message(
+        split(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "result": {
+                        "content": [{"type": "audio", "mimeType": "audio/wav", "data": payload}]
+                    },
+                }
+            ).encode(),
+            4096,
+        )[0]
+    )
+    marker = first.message.result["content"][0]["data"]
+    literal = spooled_media.claim(marker)
+    assert literal is not None
+    literal.discard()
+    staged: list[Any] = []
+    for forged in (marker, spooled_media.MARKER_PREFIX + "0" * 32, str(literal.path)):
+        result = normalize_tool_result(
+            {"content": [{"type": "audio", "mimeType": "audio/wav", "data": forged}]},
+            stage=lambda payload: staged.append(payload) or {"status": "staged"},
+            claim_spooled=spooled_media.claim,
+        )
+        assert not staged
+        assert [part["code"] for part in result.parts] == ["invalid_base64"]
+
+
+def test_a_spooled_payload_is_staged_as_its_file_and_a_small_one_decoded() -> None:
+    big = base64.b64encode(b"RIFF" + os.urandom(2 * MIB)).decode()
+    small = base64.b64encode(b"\x89PNG\r\n\x1a\n" + os.urandom(100_000)).decode()
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "content": [
+                {"type": "audio", "mimeType": "audio/wav", "data": big},
+                {"type": "image", "mimeType": "image/png", "data": small},
+            ]
+        },
+    }
+    (item,) = split(json.dumps(message).encode(), 65536)
+    raw = parse_message(item).message.result
+    staged: list[Any] = []
+    result = normalize_tool_result(
+        raw,
+        stage=lambda payload: staged.append(payload) or {"status": "staged"},
+        inline_limit=64,
+        defer_decode_over=MIB,
+        claim_spooled=spooled_media.claim,
+    )
+    assert [p.size for p in staged] == [2 * MIB + 4, 100_008]
+    assert staged[0].spooled is not None and staged[0].data is None
+    assert staged[0].spooled.path.read_text() == big
+    assert staged[1].spooled is None and staged[1].data == base64.b64decode(small)
+    assert [part.get("asset") for part in result.parts] == [{"status": "staged"}] * 2
+    staged[0].spooled.discard()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "image", "data": "'
+        + b"QUJD" * 100_000
+        + b'"}], "extra": }',  # invalid JSON after the literal
+        b'{"jsonrpc": "2.0", "result": {"content": [{"type": "image", "data": "'
+        + b"QUJD" * 100_000
+        + b'"}]}}',  # no id: not JSON-RPC
+    ],
+)
+def test_a_line_that_is_no_message_leaves_no_spool_file(line: bytes) -> None:
+    before = set(SPOOL.iterdir())
+    (item,) = split(line, 4096)
+    assert isinstance(item, SpilledLine)
+    assert isinstance(parse_message(item), MalformedMessage)
+    assert set(SPOOL.iterdir()) == before
+
+
+def test_an_oversized_or_cut_off_line_leaves_no_spool_file() -> None:
+    before = set(SPOOL.iterdir())
+    splitter = LineSplitter(max_line_bytes=MIB, spool_dir=SPOOL)
+    splitter.feed(b'{"a": "' + b"x" * (MIB // 2))
+    assert len(set(SPOOL.iterdir()) - before) == 1
+    splitter.feed(b"x" * MIB)  # over the limit: dropped
+    assert set(SPOOL.iterdir()) == before
+    splitter.feed(b'"}\n{"b": "' + b"y" * (MIB // 2))
+    assert len(set(SPOOL.iterdir()) - before) == 1
+    assert splitter.finish() is not None  # truncated
+    assert set(SPOOL.iterdir()) == before
+
+
+def test_without_a_spool_directory_long_lines_are_held_whole() -> None:
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"t": "x" * 400_000}}).encode()
+    (item,) = split(line, 4096, spool_dir=None)
+    assert item == line
 
 
 def test_a_marker_a_server_writes_is_just_text() -> None:
@@ -204,9 +337,10 @@ def _status(key: str) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux /proc only")
-def test_a_50_mib_payload_line_is_held_once() -> None:
+def test_a_50_mib_payload_line_is_never_held() -> None:
     """Fed in pipe-sized chunks that are dropped as they are consumed, as the reader does:
-    the peak is the payload's text once (the old framing held bytes, then bytes and text)."""
+    the payload goes to its spool file as it arrives, so the peak stays at a few chunks (it
+    was the payload's text once, and before that bytes and text)."""
     decoded = 50 * MIB
     head = b'{"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "image", "data": "'
     tail = b'", "mimeType": "image/png"}]}}\n'
@@ -215,7 +349,7 @@ def test_a_50_mib_payload_line_is_held_once() -> None:
     gc.collect()
     before = _status("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")
-    splitter = LineSplitter()
+    splitter = LineSplitter(spool_dir=SPOOL)
     splitter.feed(head)
     for index in range(count):
         splitter.feed(block[:-1] + bytes([65 + index % 26]))  # a fresh bytes each time
@@ -225,10 +359,13 @@ def test_a_50_mib_payload_line_is_held_once() -> None:
     del item
     peak = _status("VmHWM") - before
     assert isinstance(message, SessionMessage)
-    data = message.message.result["content"][0]["data"]
-    assert len(data) == count * len(block)
-    wire = len(data)
-    assert peak < wire + 12 * MIB, f"peak {peak / MIB:.0f} MiB for {wire / MIB:.0f} MiB of text"
+    literal = spooled_media.claim(message.message.result["content"][0]["data"])
+    assert literal is not None
+    try:
+        assert literal.length == count * len(block) == literal.path.stat().st_size
+    finally:
+        literal.discard()
+    assert peak < 8 * MIB, f"peak {peak / MIB:.1f} MiB for {literal.length / MIB:.0f} MiB of text"
 
 
 # ---- the session's last message ---------------------------------------------------------
@@ -263,7 +400,29 @@ async def test_a_large_message_is_followed_by_a_response_to_no_request(tmp_path:
 
 
 def test_extractor_output_is_bytes_when_nothing_was_long() -> None:
-    extractor = LiteralExtractor(literal_threshold=1000)
+    extractor = LiteralExtractor(SPOOL, literal_threshold=1000)
     for piece in (b'{"a": "', b"short", b'", "b": [1, 2]}'):
         extractor.feed(piece)
     assert extractor.finish() == b'{"a": "short", "b": [1, 2]}'
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        (b"QUJD", 3),
+        (b"QUI=", 2),
+        (b"QQ==", 1),
+        (b"QU JD", 3),  # spaces are skipped, as base64 decoding skips them
+        (b"QQ= =", 1),
+        (b"QUJ", None),  # not a multiple of 4
+        (b"QQ=A", None),  # padding before data (deeper inside: the decoder rejects it)
+    ],
+)
+def test_a_spooled_literal_knows_its_decoded_size(tmp_path: Path, text: bytes, size: Any) -> None:
+    writer = spooled_media.SpoolWriter(tmp_path)
+    for byte in text:  # one byte at a time: the tail and the space count span writes
+        writer.write(bytes([byte]))
+    literal = writer.finish()
+    assert literal.decoded_size() == size
+    assert literal.read_text() == text.decode()
+    assert (literal.path.stat().st_mode & 0o777) == 0o600

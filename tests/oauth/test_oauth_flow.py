@@ -3,19 +3,18 @@ through Atrium's connect and callback views, the SDK's client flow and the gatew
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
-from bindings.events import AuditEventType
-from bindings.models import AuditEvent
+from audit.models import AuditEvent
+from audit.types import AuditEventType
 from mcp_bridge import gateway, services
 from mcp_bridge.errors import AuthorizationRequired
 from mcp_bridge.models import AuthMode, McpServer, OAuthGrant, Tool
 from tests.conftest import make_user
 from tests.oauth.support import TOKEN_PREFIX, authorize_url, callback_path, notes_server
+from tests.waiting import apoll, frames_until, next_frame
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -134,12 +133,13 @@ async def test_disconnecting_revokes_the_tokens_at_the_provider():
             grant=grant, actor=amy, reason="admin"
         )
         assert await _grants() == []
-        # The revocation runs in the background after the commit: poll (bounded) for it.
-        for _ in range(100):
-            if (await notes.control("stats"))["live"]["alice"] == 0:
-                break
-            await asyncio.sleep(0.1)
-        assert (await notes.control("stats"))["live"]["alice"] == 0
+
+        # The revocation runs in the background after the commit. Polled: the fake
+        # provider's token counters announce nothing to the test.
+        async def revoked() -> bool:
+            return (await notes.control("stats"))["live"]["alice"] == 0
+
+        await apoll(revoked, timeout=10, interval=0.1, reason="the provider's live tokens")
         (row,) = await _audit(AuditEventType.OAUTH_DISCONNECTED)
         assert row.reason == "admin" and row.extra["grant_user_id"] == amy.pk
 
@@ -158,33 +158,32 @@ async def test_the_first_call_before_anyone_connected_asks_to_connect(personas, 
         )
         from bindings import services as binding_services
 
-        await database_sync_to_async(binding_services.create_binding)(
+        await database_sync_to_async(binding_services.binding_create)(
             server=server, workspace=personas.workspace
         )
         socket = await open_socket(ws_connect, personas.member, personas.thread)
         await socket.send_json_to(
             {"type": "tool.call", "server": "notes", "tool": "my_notes", "arguments": {}, "rid": 7}
         )
-        events = []
-        while True:  # every frame up to the action's reply (the call's events come first)
-            frame = await socket.receive_json_from(timeout=15)
-            if frame.get("type") == "reply" and frame.get("rid") == 7:
-                break
-            if frame.get("kind") == "toolcall":
-                events.append(frame["data"])
-        assert frame["ok"] and frame["result"]["error"]["code"] == "authorization_required"
-        call_id = frame["result"]["toolCallId"]
+        # Every frame up to the action's reply (the call's events come first).
+        frames = await frames_until(
+            socket, lambda f: f.get("type") == "reply" and f.get("rid") == 7
+        )
+        reply = frames[-1]
+        assert reply["ok"] and reply["result"]["error"]["code"] == "authorization_required"
+        call_id = reply["result"]["toolCallId"]
 
-        def connect_error(data) -> bool:
+        def connect_error(frame) -> bool:
+            if frame.get("kind") != "toolcall":
+                return False
+            data = frame["data"]
             error = data.get("error") or {}
             return data["id"] == call_id and error.get("code") == "authorization_required"
 
-        for _ in range(50):  # the thread's events (broadcast on commit) may follow the reply
-            if any(connect_error(e) for e in events):
-                break
-            frame = await socket.receive_json_from(timeout=15)
-            if frame.get("kind") == "toolcall":
-                events.append(frame["data"])
-        (last,) = [e for e in events if connect_error(e)]
+        # The thread's events (broadcast on commit) may also follow the reply.
+        seen = [f for f in frames if connect_error(f)]
+        if not seen:
+            seen = [await next_frame(socket, connect_error)]
+        (last,) = [f["data"] for f in seen]
         assert last["error"]["details"]["slug"] == "notes"
         await socket.disconnect()

@@ -9,8 +9,8 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
-from bindings.events import AuditEventType
-from bindings.models import AuditEvent
+from audit.models import AuditEvent
+from audit.types import AuditEventType
 from mcp_bridge import gateway
 from mcp_bridge.errors import AuthorizationRequired
 from mcp_bridge.models import AuthMode, McpServer, OAuthAuthorization, OAuthGrant

@@ -13,8 +13,8 @@ from channels.db import database_sync_to_async
 from django.core import serializers
 from django.test import AsyncClient
 
-from bindings.events import AuditEventType
-from bindings.models import AuditEvent
+from audit.models import AuditEvent
+from audit.types import AuditEventType
 from chat.models import ThreadEvent
 from mcp_bridge.models import AuthMode, McpServer, OAuthGrant
 from mcp_bridge.sealing import unseal
@@ -54,8 +54,8 @@ def _setup(personas, url: str, llm: FakeLLM) -> McpServer:
         url=url,
         auth_mode=AuthMode.OAUTH_MEMBER,
     )
-    binding = binding_services.create_binding(server=server, workspace=workspace)
-    binding_services.set_tool_policy(binding=binding, tool_name="my_notes", approval="auto")
+    binding = binding_services.binding_create(server=server, workspace=workspace)
+    binding_services.tool_policy_set(binding=binding, tool_name="my_notes", approval="auto")
     return server
 
 
@@ -143,7 +143,7 @@ async def test_no_token_anywhere_and_the_model_is_told_to_connect(
             "/admin/mcp_bridge/oauthgrant/",
             f"/admin/mcp_bridge/oauthgrant/{grant.pk}/change/",
             f"/admin/mcp_bridge/mcpserver/{server.pk}/change/",
-            "/admin/bindings/auditevent/",
+            "/admin/audit/auditevent/",
         ):
             response = await staff.get(path)
             assert response.status_code == 200, path

@@ -9,8 +9,8 @@ from cryptography.fernet import Fernet
 from django.core.management import call_command
 from django.test import Client, override_settings
 
-from bindings.events import AuditEventType
-from bindings.models import AuditEvent
+from audit.models import AuditEvent
+from audit.types import AuditEventType
 from chat.models import Membership
 from mcp_bridge import services
 from mcp_bridge.models import AuthMode, McpServer, OAuthGrant
@@ -155,9 +155,9 @@ def test_removing_a_server_disconnects_its_grants_audited():
 @pytest.mark.django_db
 def test_oauth_needs_an_http_server_and_shared_sign_in_needs_staff():
     with pytest.raises(services.ServerConfigError, match="HTTP server"):
-        services.add_server(name="S", transport="stdio", command="x", auth_mode="oauth_member")
+        services.server_add(name="S", transport="stdio", command="x", auth_mode="oauth_member")
     with pytest.raises(services.ServerConfigError, match="Unknown auth mode"):
-        services.add_server(name="S", transport="stdio", command="x", auth_mode="magic")
+        services.server_add(name="S", transport="stdio", command="x", auth_mode="magic")
     _server(AuthMode.OAUTH_SHARED)
     client = Client()
     client.force_login(make_user("amy"))

@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT_DIR
 from tests.live import LiveAtrium, free_port
+from tests.waiting import OutputWatch, apoll
+
+ROOT_DIR = Path(__file__).resolve().parents[2]
 
 FAULTY = ROOT_DIR / "tests" / "fixtures" / "mcp_servers" / "faulty.py"
 BOARD = ROOT_DIR / "examples" / "board" / "server.py"
@@ -27,7 +29,7 @@ def faulty_server(workspace: Any, *, call_timeout: float = 60.0, tools: tuple[st
     from bindings import services as binding_services
     from mcp_bridge import services as bridge_services
 
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name="Faulty",
         slug="faulty",
         transport="stdio",
@@ -35,9 +37,9 @@ def faulty_server(workspace: Any, *, call_timeout: float = 60.0, tools: tuple[st
         args=[str(FAULTY)],
         call_timeout=call_timeout,
     )
-    binding = binding_services.create_binding(server=server, workspace=workspace)
+    binding = binding_services.binding_create(server=server, workspace=workspace)
     for tool in tools:
-        binding_services.set_tool_policy(
+        binding_services.tool_policy_set(
             binding=binding, tool_name=tool, risk="read", approval="auto"
         )
     return server, binding
@@ -72,12 +74,12 @@ spec = json.loads(sys.stdin.read())
 U = get_user_model()
 owner = U.objects.create_user("olivia")
 member = U.objects.create_user("marco")
-workspace = services.create_workspace(name="Acme", owner=owner)
-services.set_membership(workspace=workspace, user=member, role="member")
-thread = services.create_thread(workspace=workspace, title="Launch", actor=owner)
+workspace = services.workspace_create(name="Acme", owner=owner)
+services.membership_set(workspace=workspace, user=member, role="member")
+thread = services.thread_create(workspace=workspace, title="Launch", actor=owner)
 for slug, server in spec["servers"].items():
-    row = bridge.add_server(name=slug.title(), slug=slug, **server)
-    binding_services.create_binding(server=row, workspace=workspace)
+    row = bridge.server_add(name=slug.title(), slug=slug, **server)
+    binding_services.binding_create(server=row, workspace=workspace)
 cookies = {}
 for user in (owner, member):
     client = Client()
@@ -102,7 +104,7 @@ def stdio(path: Path, **env: str) -> dict[str, Any]:
 def post_from_another_process(server: LiveAtrium, thread_id: int, texts: list[str]) -> None:
     """Messages written by another process (as the text channel would): stored events."""
     code = (
-        "from chat.events import emit\n"
+        "from chat.thread_events import emit\n"
         "from chat.models import Message, Thread\n"
         "from chat.presenters import serialize_message\n"
         "from django.contrib.auth import get_user_model\n"
@@ -176,18 +178,11 @@ class PrivateRedis:
                 "--dir",
                 str(self.workdir),
             ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
-        import redis
-
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                if redis.Redis(port=self.port, socket_timeout=0.5).ping():
-                    return self
-            time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
+        OutputWatch(self.proc).wait_for("(?i)ready to accept connections", timeout=10)
+        return self
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -218,10 +213,7 @@ async def reconnect(server, cookie: str, thread_id: int, *, after: int, attempts
     raise AssertionError(f"could not reconnect: {last!r}")
 
 
-async def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(interval)
-    raise AssertionError("condition not met in time")
+async def wait_until(predicate, *, reason: str, timeout: float = 20.0) -> None:
+    """Bounded poll of another process's database (no change notification reaches the
+    test); frames wait with ``tests.waiting.socket_event`` instead."""
+    await apoll(predicate, timeout=timeout, reason=reason)

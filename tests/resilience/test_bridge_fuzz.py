@@ -84,14 +84,14 @@ tokens = st.one_of(
 def bridge(personas):
     """A view of a server that exists in the catalogue but cannot be started."""
     from bindings import services as binding_services
+    from chat.app_view_bridge import sign_view_token
     from chat.models import ToolCall
-    from chat.view_bridge import sign_view_token
     from mcp_bridge import services as bridge_services
 
-    server = bridge_services.add_server(
+    server = bridge_services.server_add(
         name="Fuzz", slug="fuzz", transport="stdio", command="/nonexistent/fuzz-mcp-server"
     )
-    bridge_services.apply_catalogue(
+    bridge_services.catalogue_apply(
         server=server,
         tools=[
             {
@@ -103,8 +103,8 @@ def bridge(personas):
             for name in ("echo", "show")
         ],
     )
-    binding = binding_services.create_binding(server=server, workspace=personas.workspace)
-    binding_services.create_binding(server=server, workspace=personas.other_workspace)
+    binding = binding_services.binding_create(server=server, workspace=personas.workspace)
+    binding_services.binding_create(server=server, workspace=personas.other_workspace)
 
     def view(thread, user):
         call = ToolCall.objects.create(
@@ -141,10 +141,9 @@ async def _send(personas, kind: str, msg: dict[str, Any]) -> dict[str, Any]:
     """Run one bridge message through the consumer's handler, as the consumer does."""
     from chat import actions
     from chat.actions import ActionContext, ActionError
-    from chat.actions.views import DEFERRED
+    from chat.actions.app_views import DEFERRED
     from chat.models import Membership
 
-    actions.load_all()
     sent: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     async def send(payload: dict[str, Any]) -> None:
@@ -230,7 +229,7 @@ def test_view_requests_always_get_a_clear_answer_and_store_only_what_they_may(
 
 
 def test_invalid_tokens_are_audited(personas, bridge):
-    from bindings.models import AuditEvent
+    from audit.models import AuditEvent
 
     before = AuditEvent.objects.filter(reason="invalid_token").count()
     reply = async_to_sync(_send)(

@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 
 from tests.conftest import next_frame, toolcall_event
 from tests.live import LiveAtrium
+from tests.waiting import poll, socket_event
 
 from .support import (
     MEDIA,
@@ -27,7 +28,6 @@ from .support import (
     reconnect,
     seed_live,
     stdio,
-    wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -107,7 +107,6 @@ async def test_a_server_that_never_answers_times_out_while_the_socket_stays_resp
     pongs = []
     for n in range(5):  # while the call hangs
         pongs.append(await ping_latency(sock, rid=f"p{n}"))
-        await asyncio.sleep(0.2)
     assert time.monotonic() - started < 3.0, "pings must have run during the hung call"
     assert max(pongs) < 1.0, pongs
     final = await next_frame(sock, _final(call_id), limit=200, timeout=30)
@@ -126,7 +125,7 @@ async def test_a_progress_flood_is_thinned_and_never_blocks_the_socket(
     personas, ws_connect, close_connections
 ):
     from chat.models import ThreadEvent
-    from chat.toolcalls import PROGRESS_INTERVAL
+    from chat.services.tool_calls import PROGRESS_INTERVAL
 
     await database_sync_to_async(faulty_server)(personas.workspace, tools=("flood_progress",))
     sock = await _socket(ws_connect, personas.owner, personas.thread)
@@ -182,7 +181,7 @@ def _live(tmp_path, name: str, **extra: str) -> LiveAtrium:
 
 
 async def _events_until(sock, seq: int, timeout: float = 20.0) -> None:
-    await wait_until(lambda: any(f["seq"] >= seq for _, f in sock.events), timeout=timeout)
+    await socket_event(sock, lambda f: f["seq"] >= seq, timeout=timeout)
 
 
 def _seqs(sock) -> list[int]:
@@ -201,14 +200,16 @@ def test_a_worker_killed_mid_task_is_retried_and_the_asset_becomes_ready(tmp_pat
         asset_id = staged[0][0]
 
         worker = server.start_worker()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def started() -> tuple[int, str] | None:
             ((attempts, status),) = db_rows(
                 server, f"SELECT attempts, status FROM chat_mediaasset WHERE id = {asset_id}"
             )
-            if attempts >= 1 or status != "staged":
-                break
-            time.sleep(0.02)
+            return (attempts, status) if attempts >= 1 or status != "staged" else None
+
+        # Polled fast: the worker process reports its attempt only in the database, and
+        # the test must catch it mid-task.
+        _, status = poll(started, timeout=60, interval=0.02, reason="the worker's first attempt")
         assert status == "staged", "the worker finished before it could be killed"
         os.kill(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
@@ -216,15 +217,18 @@ def test_a_worker_killed_mid_task_is_retried_and_the_asset_becomes_ready(tmp_pat
         assert status == "staged"  # killed mid-task: nothing half-done was committed
 
         server.start_worker()  # re-enqueues what the dead worker held
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+
+        def settled() -> tuple[str, int, str] | None:
             ((status, attempts, path),) = db_rows(
                 server,
                 f"SELECT status, attempts, storage_path FROM chat_mediaasset WHERE id = {asset_id}",
             )
-            if status != "staged":
-                break
-            time.sleep(0.2)
+            return (status, attempts, path) if status != "staged" else None
+
+        # Polled: the new worker's commit is visible to the test only in the database.
+        status, attempts, path = poll(
+            settled, timeout=90, interval=0.2, reason="the asset leaves staging"
+        )
         assert status == "ready", status
         assert attempts >= 1 and path
     finally:
@@ -247,12 +251,12 @@ async def _media_call(server: LiveAtrium, seeded: dict) -> None:
     )
     assert reply["ok"], reply
     call_id = reply["result"]["toolCallId"]
-    await wait_until(
-        lambda: any(
+    await socket_event(
+        sock,
+        lambda f: (
             f.get("kind") == "toolcall"
             and f["data"]["id"] == call_id
             and f["data"]["status"] == "success"
-            for _, f in sock.events
         ),
         timeout=90,
     )
@@ -356,7 +360,9 @@ async def _reconnect_and_check(server: LiveAtrium, seeded: dict, last: dict[str,
     for username, seen in last.items():
         sock = await connect(server, seeded["cookies"][username], seeded["thread"], after=seen)
         await _events_until(sock, last_seq)
-        await asyncio.sleep(0.3)  # nothing more may arrive
+        # Nothing more may arrive: everything the server sent before the pong of a later
+        # ping is in by then (one socket, frames in order).
+        await sock.request({"type": "ping"})
         assert _seqs(sock) == list(range(seen + 1, last_seq + 1))
         texts = [f["data"]["text"] for _, f in sock.events if f["kind"] == "message"]
         assert texts[-3:] == ["missed 1", "missed 2", "missed 3"]

@@ -9,6 +9,7 @@ import secrets
 import pytest
 
 from tests.live import LiveAtrium, free_port
+from tests.waiting import socket_event
 
 from .support import (
     BOARD,
@@ -17,7 +18,6 @@ from .support import (
     drop_live_database,
     seed_live,
     stdio,
-    wait_until,
 )
 
 pytestmark = [
@@ -76,13 +76,13 @@ async def _scenario(a: LiveAtrium, b: LiveAtrium, seeded: dict) -> None:
 
     # 1. A tool result produced through B reaches the member connected to A.
     view = await open_view(owner_on_b, "/call board.list_items", "list_items")
-    await wait_until(
-        lambda: any(
+    await socket_event(
+        member_on_a,
+        lambda f: (
             f["kind"] == "toolcall"
             and f["data"]["tool"] == "list_items"
             and f["data"]["status"] == "success"
-            for _, f in member_on_a.events
-        )
+        ),
     )
 
     # 2. A view on B asks for a write (needs approval); the member on A approves; the call
@@ -99,20 +99,16 @@ async def _scenario(a: LiveAtrium, b: LiveAtrium, seeded: dict) -> None:
         )
     )
 
-    def awaiting():
-        for _, frame in member_on_a.events:
-            data = frame.get("data") or {}
-            if (
-                frame["kind"] == "toolcall"
-                and data.get("tool") == "add_item"
-                and data.get("status") == "awaiting_approval"
-                and data.get("approval")
-            ):
-                return data
-        return None
+    def awaiting(frame: dict) -> bool:
+        data = frame.get("data") or {}
+        return (
+            frame["kind"] == "toolcall"
+            and data.get("tool") == "add_item"
+            and data.get("status") == "awaiting_approval"
+            and bool(data.get("approval"))
+        )
 
-    await wait_until(lambda: awaiting() is not None)
-    call = awaiting()
+    call = (await socket_event(member_on_a, awaiting))["data"]
     assert not pending.done()
     decided = await member_on_a.request(
         {"type": "approval.decide", "approvalId": call["approval"]["id"], "decision": "approve"}
@@ -128,13 +124,13 @@ async def _scenario(a: LiveAtrium, b: LiveAtrium, seeded: dict) -> None:
     assert "Approved across processes" in titles
     # Both sides saw the call finish.
     for sock in (member_on_a, owner_on_b):
-        await wait_until(
-            lambda s=sock: any(
+        await socket_event(
+            sock,
+            lambda f: (
                 f["kind"] == "toolcall"
                 and f["data"]["id"] == call["id"]
                 and f["data"]["status"] == "success"
-                for _, f in s.events
-            )
+            ),
         )
     await member_on_a.close()
     await owner_on_b.close()

@@ -9,8 +9,9 @@ import time
 import pytest
 
 from tests.live import LiveAtrium
+from tests.waiting import socket_event
 
-from .support import BOARD, db_rows, drop_live_database, seed_live, stdio, wait_until
+from .support import BOARD, db_rows, drop_live_database, seed_live, stdio
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +37,15 @@ def test_beat_expires_an_approval_nobody_touches(tmp_path):
     finally:
         server.stop()
         drop_live_database(server)
+
+
+def _delete_item_is(frame: dict, status: str) -> bool:
+    data = frame.get("data") or {}
+    return (
+        frame["kind"] == "toolcall"
+        and data.get("tool") == "delete_item"
+        and data.get("status") == status
+    )
 
 
 async def _scenario(server: LiveAtrium, seeded: dict) -> None:
@@ -71,11 +81,11 @@ async def _scenario(server: LiveAtrium, seeded: dict) -> None:
             timeout=120,
         )
     )
-    await wait_until(lambda: call_with("awaiting_approval") is not None, timeout=60)
+    await socket_event(member, lambda f: _delete_item_is(f, "awaiting_approval"), timeout=60)
     asked_at = time.monotonic()  # nobody in the thread acts from now on
 
     # The member, only listening, sees the call end when the approval expires.
-    await wait_until(lambda: call_with("rejected") is not None, timeout=60)
+    await socket_event(member, lambda f: _delete_item_is(f, "rejected"), timeout=60)
     waited = time.monotonic() - asked_at
     ended = call_with("rejected")
     assert ended["error"]["code"] == "approval_expired", ended

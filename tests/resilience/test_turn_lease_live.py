@@ -1,6 +1,13 @@
 """One model turn per thread across processes (issue 15, the turn lease): two members on
 two daphne processes (shared PostgreSQL + Redis) post to one thread in the same instant,
-again and again. Never two turns at once, no message answered twice, none lost."""
+again and again. Exactly one turn per burst, never two at once, no message answered twice,
+none lost.
+
+The model (a fake OpenAI-compatible server) takes FIRST_TOKEN seconds to its first output,
+as real models do: the second message of a burst lands while the request for the first is
+in flight, before any output, and supersedes it (chat.turn_lease.check_not_superseded).
+Each scripted answer names its request (``answer-<n>``), so a request is *answered* when
+its text is in a complete assistant message, and *superseded* otherwise."""
 
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ pytestmark = [
 
 BURSTS = 50
 SIMULTANEOUS_WITHIN = 0.010  # seconds between the two posts of a burst, at most
+FIRST_TOKEN = 0.15  # seconds from a request to the model's first output
 
 
 def test_simultaneous_messages_on_two_processes_get_one_turn_at_a_time(tmp_path):
@@ -41,8 +49,13 @@ def test_simultaneous_messages_on_two_processes_get_one_turn_at_a_time(tmp_path)
         "ATRIUM_RATE_LIMITS": json.dumps({"message": [4 * BURSTS, 100.0]}),
     }
     llm = FakeLLM("openai").start()
-    # More answers than turns can ever be needed; each streams in a few pieces.
-    llm.push(*[openai_text("Noted", " —", " thanks.", delay=0.005) for _ in range(3 * BURSTS)])
+    # More answers than requests can ever be needed; each streams in a few pieces.
+    llm.push(
+        *[
+            openai_text(f"answer-{n}", " —", " thanks.", delay=0.005, delays={0: FIRST_TOKEN})
+            for n in range(4 * BURSTS)
+        ]
+    )
     a = LiveAtrium(var_dir=tmp_path / "a", extra_env=shared).setup()
     b = _second_process(a, tmp_path / "b")
     try:
@@ -80,14 +93,29 @@ async def _bursts(a: LiveAtrium, b: LiveAtrium, seeded: dict, llm: FakeLLM) -> N
     marco_on_a = await connect(a, seeded["cookies"]["marco"], thread)
     olivia_on_b = await connect(b, seeded["cookies"]["olivia"], thread)
 
-    def finished_turns() -> int:
-        return sum(
-            1
-            for _, f in marco_on_a.events
-            if f["kind"] == "message"
-            and f["data"].get("role") == "assistant"
-            and f["data"].get("status") in ("complete", "error")
-        )
+    def answered() -> dict[int, str]:
+        """Request index → the text of its complete answer."""
+        found = {}
+        for _, f in marco_on_a.events:
+            data = f["data"]
+            if (
+                f["kind"] == "message"
+                and data.get("role") == "assistant"
+                and data.get("status") == "complete"
+                and data["text"].startswith("answer-")
+            ):
+                found[int(data["text"].split()[0].split("-")[1])] = data["text"]
+        return found
+
+    def lease_free() -> bool:
+        rows = db_rows(a, f"select holder from chat_turnlease where thread_id = {thread}")
+        return bool(rows) and rows[0][0] == ""
+
+    def burst_done(texts: tuple[str, str]) -> bool:
+        covered = set()
+        for index in answered():
+            covered |= _user_texts(llm.requests[index].body)
+        return set(texts) <= covered and lease_free()
 
     spreads = []
     started = time.monotonic()
@@ -97,21 +125,17 @@ async def _bursts(a: LiveAtrium, b: LiveAtrium, seeded: dict, llm: FakeLLM) -> N
         replies = await asyncio.gather(*(future for _, future in sent))
         spreads.append(max(t for t, _ in sent) - min(t for t, _ in sent))
         assert all(r["ok"] for r in replies), replies
-        # Both messages reached the model, and every turn started so far has finished.
+        # Both messages answered and the turn over (the lease is free again).
         await wait_until(
-            lambda t=texts: (
-                any(set(t) <= _user_texts(r.body) for r in llm.requests)
-                and finished_turns() == len(llm.requests)
-            ),
+            lambda t=texts: burst_done(t),
             timeout=60,
+            reason="the live database (answers and the lease; no event reaches the test)",
         )
     elapsed = time.monotonic() - started
     assert max(spreads) < SIMULTANEOUS_WITHIN, spreads
 
-    # Never two model turns at once (the model server saw one request at a time) …
-    assert llm.max_in_flight == 1
-    # … and in the thread's event order no assistant message started while another one
-    # was still streaming.
+    # Never two answers at once: in the thread's event order no assistant message started
+    # while another one was still streaming.
     open_message = None
     for _, frame in sorted(marco_on_a.events, key=lambda e: e[1]["seq"]):
         data = frame["data"]
@@ -123,28 +147,39 @@ async def _bursts(a: LiveAtrium, b: LiveAtrium, seeded: dict, llm: FakeLLM) -> N
         elif data["id"] == open_message:
             open_message = None
 
-    # Each turn answered something new (no message answered twice), every message was
-    # answered (nothing lost), and a burst took one turn — or two when the second post
-    # landed after the first turn had read the thread (folded into the next turn).
-    answered: set[str] = set()
+    # Every answer is a whole answer of one request, and a superseded request left nothing
+    # in the thread (its answer never started).
+    assistant_texts = [
+        text
+        for (text,) in db_rows(
+            a, f"select text from chat_message where thread_id = {thread} and role = 'assistant'"
+        )
+    ]
+    done = answered()
+    assert sorted(assistant_texts) == sorted(done.values())
+
+    # Each answered request answered something new (no message answered twice), every
+    # message was answered (nothing lost), and each burst got exactly one turn: both of
+    # its messages are new in the same answered request.
+    seen: set[str] = set()
     turns_per_burst: dict[int, int] = {}
-    for request in llm.requests:
-        new = _user_texts(request.body) - answered
-        assert new, f"a turn answered nothing new: {sorted(_user_texts(request.body))[-4:]}"
-        answered |= new
+    for index in sorted(done):
+        new = _user_texts(llm.requests[index].body) - seen
+        assert new, f"request {index} answered nothing new: {sorted(new)}"
+        seen |= new
         for burst in {int(text.split("-")[1]) for text in new}:
             turns_per_burst[burst] = turns_per_burst.get(burst, 0) + 1
     everything = {f"burst-{i}-{who}" for i in range(BURSTS) for who in ("marco", "olivia")}
-    assert answered == everything
-    assert all(count in (1, 2) for count in turns_per_burst.values()), turns_per_burst
-    single = sum(1 for count in turns_per_burst.values() if count == 1)
+    assert seen == everything
+    assert turns_per_burst == dict.fromkeys(range(BURSTS), 1), turns_per_burst
     print(
         json.dumps(
             {
                 "bursts": BURSTS,
                 "seconds": round(elapsed, 1),
-                "turns": len(llm.requests),
-                "bursts_in_one_turn": single,
+                "model_requests": len(llm.requests),
+                "answered": len(done),
+                "superseded": len(llm.requests) - len(done),
                 "max_spread_ms": round(max(spreads) * 1000, 2),
             }
         )

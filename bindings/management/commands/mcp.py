@@ -30,8 +30,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from channels.db import database_sync_to_async
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from bindings import scopes
 from bindings import services as binding_services
-from bindings.models import AppBinding
 from mcp_bridge import gateway, services
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import McpServer, Tool
@@ -94,17 +94,8 @@ class _MediaFolder:
         return {"status": "saved", "path": str(path), "size": len(payload.data)}
 
 
-def _workspace_model() -> Any:
-    # The model behind the binding's foreign key: bindings never imports chat.
-    return AppBinding._meta.get_field("workspace").related_model
-
-
-def _thread_model() -> Any:
-    return AppBinding._meta.get_field("thread").related_model
-
-
 def _workspace(slug: str) -> Any:
-    workspace = _workspace_model().objects.filter(slug=slug).first()
+    workspace = scopes.workspace_model().objects.filter(slug=slug).first()
     if workspace is None:
         raise CommandError(f"No workspace with the slug '{slug}'.")
     return workspace
@@ -170,7 +161,7 @@ class Command(BaseCommand):
             elif action == "list":
                 self._list()
             elif action == "reseal-grants":
-                count = services.grants_reseal()
+                count = services.grant_reseal_all()
                 self.stdout.write(f"Resealed {count} OAuth grant(s) with the newest key.")
             else:
                 asyncio.run(self._remote(action, options))
@@ -193,7 +184,7 @@ class Command(BaseCommand):
                 raise CommandError(f"Cannot parse the --stdio command: {exc}.") from exc
             if not parts:
                 raise CommandError("--stdio needs a command.")
-            server = services.add_server(
+            server = services.server_add(
                 name=options["name"],
                 transport="stdio",
                 command=parts[0],
@@ -204,7 +195,7 @@ class Command(BaseCommand):
         else:
             if options["env"]:
                 raise CommandError("--env applies to --stdio servers only.")
-            server = services.add_server(
+            server = services.server_add(
                 name=options["name"],
                 transport="sse" if options["sse"] else "streamable_http",
                 url=options["url"],
@@ -225,7 +216,7 @@ class Command(BaseCommand):
             if isinstance(exc, ConfigFileError):
                 raise CommandError(str(exc)) from exc
             raise CommandError(f"Cannot read {path}: {exc}") from exc
-        outcomes = services.import_servers(entries=entries, source=Path(path).name)
+        outcomes = services.server_import(entries=entries, source=Path(path).name)
         for outcome in outcomes:
             if outcome.status == "skipped":
                 # One bad entry (wrong types included) is reported and skipped, never fatal.
@@ -249,13 +240,13 @@ class Command(BaseCommand):
         workspace = _workspace(options["workspace"])
         thread = None
         if options["thread"] is not None:
-            thread = _thread_model().objects.filter(pk=options["thread"]).first()
+            thread = scopes.thread_model().objects.filter(pk=options["thread"]).first()
             if thread is None:
                 raise CommandError(f"No thread with id {options['thread']}.")
         self._ensure_binding(server, workspace, thread, options["auto"] or [])
 
     def _ensure_binding(self, server: McpServer, workspace: Any, thread: Any, auto: list[str]):
-        outcome = binding_services.ensure_binding(
+        outcome = binding_services.binding_ensure(
             server=server, workspace=workspace, thread=thread, auto_tools=auto, actor_label="cli"
         )
         scope = f"thread {thread.pk}" if thread is not None else f"workspace '{workspace.slug}'"

@@ -23,20 +23,21 @@ from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from bindings.selectors import ensure_thread_catalogues, offered_tools
-from bindings.services import BindingError
+from bindings.models import ApprovalRequest
+from bindings.selectors import offered_tools
+from bindings.services import BindingError, thread_catalogues_ensure
 from mcp_bridge import gateway
 from mcp_bridge.models import McpServer
 from mcp_bridge.normalize import text_fallback
 
-from ... import agent, services, toolcalls
+from ... import agent, services, waiters
 from ...commands import parse_call
-from ...events import events_after
 from ...models import Membership, Role, Thread, ToolCall, ToolCallStatus
 from ...selectors import thread_snapshot
+from ...services import approvals, tool_calls
+from ...thread_events import events_after
 
 POLL_INTERVAL = 0.5
-FINAL = {"success", "error", "rejected", "cancelled"}
 HELP = """Commands:
   /tools                          the tools available in this thread
   /call server.tool {"a": 1}      run a tool with JSON arguments
@@ -119,7 +120,7 @@ class Session:
                 self.say(format_message(data))
         elif kind == "toolcall":
             status = data.get("status", "")
-            if status not in FINAL and status != ToolCallStatus.AWAITING_APPROVAL:
+            if status not in waiters.FINAL and status != ToolCallStatus.AWAITING_APPROVAL:
                 return
             key = ("toolcall", data["id"], status)
             if key in self.printed:
@@ -224,7 +225,7 @@ class Session:
 
     async def post(self, text: str) -> None:
         try:
-            await database_sync_to_async(services.post_user_message)(
+            await database_sync_to_async(services.message_post)(
                 thread=self.thread, author=self.user, text=text
             )
         except services.ChatError as exc:
@@ -233,7 +234,7 @@ class Session:
         await agent.start_turn(thread=self.thread, user=self.user, role=self.role)
 
     async def list_tools(self) -> None:
-        await ensure_thread_catalogues(self.thread)
+        await thread_catalogues_ensure(thread=self.thread)
         tools = await database_sync_to_async(offered_tools)(thread=self.thread, role=self.role)
         if not tools:
             self.say("No tools are available in this thread.")
@@ -266,14 +267,14 @@ class Session:
             self.say(f"There is no enabled server named '{slug}'.")
             return
         try:
-            message = await database_sync_to_async(services.post_user_message)(
+            message = await database_sync_to_async(services.message_post)(
                 thread=self.thread, author=self.user, text=line
             )
         except services.ChatError as exc:
             self.say(exc.message)
             return
-        call = await toolcalls.start_tool_call(
-            toolcalls.CallRequest(
+        call = await tool_calls.tool_call_start(
+            tool_calls.CallRequest(
                 thread=self.thread,
                 server=server,
                 tool_name=tool_name,
@@ -295,7 +296,6 @@ class Session:
             self.say("Usage: /approve N or /reject N (N: the approval number).")
             return
         approval_id = int(parts[1].lstrip("#"))
-        from bindings.models import ApprovalRequest
 
         exists = await database_sync_to_async(
             ApprovalRequest.objects.filter(pk=approval_id, thread_id=self.thread.pk).exists
@@ -304,7 +304,7 @@ class Session:
             self.say("That approval request is not in this thread.")
             return
         try:
-            call = await toolcalls.decide_approval(
+            call = await approvals.approval_decide(
                 approval_id=approval_id, decider=self.user, role=self.role, approve=approve
             )
         except BindingError as exc:

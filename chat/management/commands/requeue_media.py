@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandParser
 
-from chat.media_store import staged_asset_ids
+from chat.media_selectors import staged_asset_ids
+from chat.tasks import requeue_staged
 
 
 class Command(BaseCommand):
@@ -27,7 +28,6 @@ class Command(BaseCommand):
             ids = staged_asset_ids(older_than=older_than, limit=limit)
             self.stdout.write(f"{len(ids)} staged asset(s) would be re-enqueued: {ids}")
             return
-        from chat.tasks import requeue_staged
 
         ids = requeue_staged(older_than=older_than, limit=limit)
         self.stdout.write(f"Re-enqueued {len(ids)} staged asset(s): {ids}")

@@ -1,0 +1,286 @@
+"""Lean row statements for the hot path of an app view's ``tools/call`` (field names in,
+model instances out; no SQL in callers).
+
+Only for the statements the round-trip benchmark runs on every call (bench/README.md,
+"Lean rows"): compiling an ORM statement costs ~0.5 ms for a one-table filter and ~1.7 ms
+with an ``Exists()``, the prepared statements here ~0.05 ms, and a call runs about a dozen
+of them. Everything else uses the ORM.
+
+What they bypass, on purpose: ``Model.save()`` overrides and the ``pre_save``/``post_save``
+signals (``insert_row``/``update_row``) — so use them only for models whose ``save()`` adds
+nothing and that no receiver listens to (``ToolCall``, ``ThreadEvent``, ``AuditEvent``).
+What they keep: every field's ``pre_save()`` (``auto_now``/``auto_now_add``) and
+``get_db_prep_save()``, the database router, and the ORM's value converters on reads, so
+an instance is what the ORM would have loaded or stored (tests/bindings/test_lean_rows_perf.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field, Model
+
+_M = TypeVar("_M", bound=Model)
+
+
+@dataclass(frozen=True)
+class OrNull:
+    """A condition value: the field equals ``value`` or is NULL (a thread's own row or
+    the workspace-wide one)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Above:
+    """A condition value: the field is greater than ``value`` (an unexpired session)."""
+
+    value: Any
+
+
+class RowExists:
+    """A condition on another table: a row of ``model`` matches ``where`` (``EXISTS``)."""
+
+    def __init__(self, model: type[Model], **where: Any) -> None:
+        self.model = model
+        self.where = where
+
+
+# ------------------------------------------------------------------------------ conditions
+
+
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    """A concrete field by name or attname (``thread`` or ``thread_id``)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or not field.concrete:
+        raise TypeError(f"{model.__name__}.{name} is not a column")
+    return field
+
+
+def _column(field: Field[Any, Any]) -> str:
+    if field.column is None:  # only non-concrete fields have none
+        raise TypeError(f"{field} is not a column")
+    return field.column
+
+
+def _shape(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, OrNull):
+        return "or_null"
+    if isinstance(value, Above):
+        return "above"
+    return "equal"
+
+
+# (model, alias, condition shapes) -> (SQL, the field of each parameter), built once.
+_CONDITIONS: dict[tuple[Any, ...], tuple[str, list[Field[Any, Any]]]] = {}
+
+
+def _condition_sql(
+    model: type[Model],
+    shapes: tuple[tuple[str, str], ...],
+    exists: tuple[tuple[type[Model], tuple[tuple[str, str], ...]], ...],
+    connection: BaseDatabaseWrapper,
+) -> tuple[str, list[Field[Any, Any]]]:
+    key = (model, connection.alias, shapes, exists)
+    found = _CONDITIONS.get(key)
+    if found is not None:
+        return found
+    qn = connection.ops.quote_name
+    table = qn(model._meta.db_table)
+    clauses: list[str] = []
+    fields: list[Field[Any, Any]] = []
+    for name, shape in shapes:
+        field = _field(model, name)
+        column = f"{table}.{qn(_column(field))}"
+        if shape == "null":
+            clauses.append(f"{column} IS NULL")
+            continue
+        clauses.append(
+            {
+                "or_null": f"({column} = %s OR {column} IS NULL)",
+                "above": f"{column} > %s",
+                "equal": f"{column} = %s",
+            }[shape]
+        )
+        fields.append(field)
+    for other_model, other_shapes in exists:
+        condition, other_fields = _condition_sql(other_model, other_shapes, (), connection)
+        other_table = qn(other_model._meta.db_table)
+        clauses.append(f"EXISTS (SELECT 1 FROM {other_table} WHERE {condition})")
+        fields.extend(other_fields)
+    found = _CONDITIONS[key] = (" AND ".join(clauses) or "1 = 1", fields)
+    return found
+
+
+def _conditions(
+    model: type[Model],
+    where: Mapping[str, Any],
+    connection: BaseDatabaseWrapper,
+    exists: Iterable[RowExists] = (),
+) -> tuple[str, list[Any]]:
+    """``field = %s`` per condition, ANDed; ``None`` is ``IS NULL``, ``OrNull(v)`` is
+    ``(field = %s OR field IS NULL)``, ``Above(v)`` is ``field > %s``; each ``RowExists``
+    adds an ``EXISTS`` on its table. Values are prepared as the ORM prepares them."""
+    exists = tuple(exists)
+    sql, fields = _condition_sql(
+        model,
+        tuple((name, _shape(value)) for name, value in where.items()),
+        tuple(
+            (other.model, tuple((name, _shape(v)) for name, v in other.where.items()))
+            for other in exists
+        ),
+        connection,
+    )
+    values = [v for v in where.values() if v is not None]
+    for other in exists:
+        values.extend(v for v in other.where.values() if v is not None)
+    params = [
+        field.get_db_prep_value(v.value if isinstance(v, OrNull | Above) else v, connection)
+        for field, v in zip(fields, values, strict=True)
+    ]
+    return sql, params
+
+
+# ----------------------------------------------------------------------------------- reads
+
+_SELECTS: dict[tuple[type[Model], str, tuple[str, ...]], tuple[str, list[Any], list[Any]]] = {}
+
+
+def _select_statement(
+    model: type[Model], alias: str, names: tuple[str, ...]
+) -> tuple[str, list[Any], list[Any]]:
+    key = (model, alias, names)
+    found = _SELECTS.get(key)
+    if found is None:
+        connection = connections[alias]
+        meta = model._meta
+        table = meta.db_table
+        # In the model's field order: from_db() fills the others in as deferred.
+        fields = [f for f in meta.concrete_fields if not names or f.name in names]
+        qn = connection.ops.quote_name
+        sql = "SELECT {} FROM {} WHERE ".format(
+            ", ".join(f"{qn(table)}.{qn(_column(f))}" for f in fields), qn(table)
+        )
+        # Connections are per thread; these converters only depend on the backend and the
+        # settings (each gets the calling thread's connection as an argument).
+        converters = []
+        for field in fields:
+            col = field.get_col(table)
+            converters.append(
+                (connection.ops.get_db_converters(col) + col.get_db_converters(connection), col)
+            )
+        found = _SELECTS[key] = (sql, fields, converters)
+    return found
+
+
+def select_rows(
+    model: type[_M], *exists: RowExists, only: Iterable[str] = (), **where: Any
+) -> list[_M]:
+    """The rows whose fields match ``where`` and for which every ``exists`` holds (see
+    ``_conditions``), as model instances converted exactly as the ORM converts them.
+    ``only``: load just these fields (the others load on access, like ``.only()``)."""
+    alias = router.db_for_read(model)
+    connection = connections[alias]
+    sql, fields, converters = _select_statement(model, alias, tuple(only))
+    condition, params = _conditions(model, where, connection, exists)
+    with connection.cursor() as cursor:
+        cursor.execute(sql + condition, params)
+        rows = cursor.fetchall()
+    attnames = [f.attname for f in fields]
+    found = []
+    for row in rows:
+        values = []
+        for value, (funcs, col) in zip(row, converters, strict=True):
+            for func in funcs:
+                value = func(value, col, connection)
+            values.append(value)
+        found.append(model.from_db(alias, attnames, values))
+    return found
+
+
+# ---------------------------------------------------------------------------------- writes
+
+_INSERTS: dict[tuple[type[Model], str], tuple[str, list[Any], list[Any], Any]] = {}
+
+
+def _insert_statement(model: type[Model], alias: str) -> tuple[str, list[Any], list[Any], Any]:
+    key = (model, alias)
+    found = _INSERTS.get(key)
+    if found is None:
+        connection = connections[alias]
+        meta = model._meta
+        fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field]
+        qn = connection.ops.quote_name
+        sql = "INSERT INTO {} ({}) VALUES ({})".format(
+            qn(meta.db_table),
+            ", ".join(qn(_column(f)) for f in fields),
+            ", ".join(["%s"] * len(fields)),
+        )
+        returning = list(meta.db_returning_fields)
+        returning_params: Any = None
+        if connection.features.can_return_columns_from_insert:
+            # Defined by every backend that can return columns (not on the base class).
+            ops = connection.ops
+            suffix, returning_params = ops.return_insert_columns(returning)  # type: ignore[attr-defined]
+            sql = f"{sql} {suffix}"
+        found = _INSERTS[key] = (sql, fields, returning, returning_params)
+    return found
+
+
+def insert_row(instance: _M) -> _M:
+    """INSERT a new instance (like ``save()`` of a new row) and set its primary key."""
+    model = type(instance)
+    alias = router.db_for_write(model, instance=instance)
+    connection = connections[alias]
+    sql, fields, returning, returning_params = _insert_statement(model, alias)
+    params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if returning_params is not None:
+            # As above: only on the backends that return columns.
+            ops = connection.ops
+            values = ops.fetch_returned_insert_columns(cursor, returning_params)  # type: ignore[attr-defined]
+        else:
+            meta = model._meta
+            values = [connection.ops.last_insert_id(cursor, meta.db_table, _column(meta.pk))]
+    for field, value in zip(returning, values, strict=False):
+        for converter in field.get_db_converters(connection):
+            value = converter(value, field, connection)
+        setattr(instance, field.attname, value)
+    instance._state.adding = False
+    instance._state.db = alias
+    return instance
+
+
+def update_row(
+    instance: Model, fields: Iterable[str], *, only_if: Mapping[str, Any] | None = None
+) -> int:
+    """UPDATE these fields of a stored instance (like ``save(update_fields=...)``), only
+    while its row also matches ``only_if`` (field conditions, as for ``select_rows``).
+    Returns the rows changed (0 or 1)."""
+    model = type(instance)
+    alias = router.db_for_write(model, instance=instance)
+    connection = connections[alias]
+    meta = model._meta
+    qn = connection.ops.quote_name
+    targets = [_field(model, name) for name in fields]
+    sql = "UPDATE {} SET {} WHERE {} = %s".format(
+        qn(meta.db_table),
+        ", ".join(f"{qn(_column(f))} = %s" for f in targets),
+        qn(_column(meta.pk)),
+    )
+    values = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in targets]
+    values.append(instance.pk)
+    if only_if:
+        condition, params = _conditions(model, only_if, connection)
+        sql = f"{sql} AND {condition}"
+        values.extend(params)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+        return cursor.rowcount

@@ -1,0 +1,301 @@
+"""Audit event types and audit decisions.
+
+Every row of the append-only audit log (``bindings.AuditEvent``) carries one
+``AuditEventType`` and one ``Decision``. Event types are numbered in ranges so
+that reports can group them by the hundreds digit:
+
+====  =========================================================
+1xx   foundation: workspaces, membership, threads, messages, sockets
+2xx   MCP servers and their catalogue (tools, UI resources, CSP)
+3xx   tool calls (who initiated them, and how they ended)
+4xx   view actions (everything an app view asks the host to do)
+5xx   approvals of risky tool calls; allowances (remembered consent)
+6xx   administration of app bindings and tool policies
+7xx   media persisted from tool results
+8xx   sign-in to MCP servers (OAuth grants, and the grant each call used)
+====  =========================================================
+
+Numbers are stored in the database: never renumber or reuse a value; add new
+members inside the right range instead.
+
+This module is pure Python (no Django imports) so that the pure policy engine
+(``bindings.policy``) and any app may import it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+__all__ = [
+    "AuditEventType",
+    "Decision",
+    "ACTION_KINDS",
+    "EventCategory",
+    "event_type_for_action",
+]
+
+
+class EventCategory(StrEnum):
+    """The range an event type belongs to (its hundreds digit)."""
+
+    FOUNDATION = "foundation"
+    MCP = "mcp"
+    TOOL = "tool"
+    VIEW = "view"
+    APPROVAL = "approval"
+    BINDING = "binding"
+    MEDIA = "media"
+    AUTH = "auth"
+
+
+_CATEGORY_BY_HUNDREDS: dict[int, EventCategory] = {
+    1: EventCategory.FOUNDATION,
+    2: EventCategory.MCP,
+    3: EventCategory.TOOL,
+    4: EventCategory.VIEW,
+    5: EventCategory.APPROVAL,
+    6: EventCategory.BINDING,
+    7: EventCategory.MEDIA,
+    8: EventCategory.AUTH,
+}
+
+
+class AuditEventType(IntEnum):
+    """What an audit row records. The value is what the database stores."""
+
+    # 1xx — foundation, authentication, membership
+    WORKSPACE_CREATED = 100
+    MEMBERSHIP_CHANGED = 101
+    THREAD_CREATED = 102
+    MESSAGE_POSTED = 110
+    SOCKET_REJECTED = 120
+    SOCKET_CLOSED_SESSION_ENDED = 130
+    ACTION_REFUSED = 131
+    RATE_LIMITED = 132
+    TURN_TAKEN_OVER = 140
+
+    # 2xx — MCP servers and catalogue
+    SERVER_ADDED = 200
+    SERVER_CHANGED = 201
+    SERVER_REMOVED = 202
+    CATALOGUE_REFRESHED = 210
+    UI_RESOURCE_FETCHED = 220
+    CSP_DOMAIN_DROPPED = 221
+    SANDBOX_PAGE_REFUSED = 230
+    SERVERS_IMPORTED = 240
+    SERVER_IMPORT_REFUSED = 241
+
+    # 3xx — tool actions
+    TOOL_CALL_MODEL = 300
+    TOOL_CALL_USER = 301
+    TOOL_CALL_APP = 302
+    TOOLS_OFFERED_TO_MODEL = 303
+    TOOL_CALL_COMPLETED = 310
+    TOOL_CALL_FAILED = 311
+    TOOL_CALL_INPUT_STARTED = 320
+    TOOL_CALL_CANCELLED = 321
+    TURN_CANCELLED = 322
+
+    # 4xx — view actions
+    RESOURCE_READ = 400
+    UI_MESSAGE = 401
+    UI_UPDATE_MODEL_CONTEXT = 402
+    UI_OPEN_LINK = 403
+    UI_REQUEST_DISPLAY_MODE = 404
+    UI_DOWNLOAD_FILE = 405
+    VIEW_LOG_MESSAGE = 406
+    LEGACY_ACTION = 407
+    WIDGET_STATE_SET = 408
+    VIEW_TOKEN_REJECTED = 409
+    VIEW_OPENED = 410
+    VIEW_PERMISSION_GRANTED = 420
+    VIEW_PERMISSION_REFUSED = 421
+    MODAL_REQUESTED = 430
+
+    # 5xx — approvals
+    APPROVAL_REQUESTED = 500
+    APPROVAL_APPROVED = 501
+    APPROVAL_REJECTED = 502
+    APPROVAL_EXPIRED = 503
+    APPROVAL_CANCELLED = 504
+    # Allowances: consent remembered for a tool in a thread or a workspace.
+    ALLOWANCE_CREATED = 520
+    ALLOWANCE_REVOKED = 521
+    ALLOWANCE_REFUSED = 522  # granting or revoking one was refused
+    APPROVAL_DECISION_REFUSED = 523  # someone who may not decide approvals tried to
+
+    # 6xx — bindings and policies (administration)
+    BINDING_CREATED = 600
+    BINDING_CHANGED = 601
+    BINDING_REMOVED = 602
+    POLICY_CHANGED = 610
+    SERVER_CHANGE_REFUSED = 611
+    BINDING_REFUSED = 630
+
+    # 7xx — media
+    MEDIA_STAGED = 700
+    MEDIA_READY = 701
+    MEDIA_REJECTED = 702
+
+    # 8xx — sign-in to MCP servers (OAuth)
+    OAUTH_CONNECTED = 800
+    OAUTH_DISCONNECTED = 801
+    OAUTH_REFRESH_FAILED = 802
+    OAUTH_CONNECT_FAILED = 803
+    OAUTH_CALLBACK_REJECTED = 804
+    OAUTH_CALL_AUTHORIZED = 810
+    OAUTH_AUTHORIZATION_REQUIRED = 811
+
+    @property
+    def label(self) -> str:
+        """A short human label, e.g. for the admin and audit reports."""
+        return _LABELS[self]
+
+    @property
+    def category(self) -> EventCategory:
+        """The range this event type belongs to."""
+        return _CATEGORY_BY_HUNDREDS[self.value // 100]
+
+    @classmethod
+    def choices(cls) -> list[tuple[int, str]]:
+        """``(value, label)`` pairs, usable as Django field ``choices``."""
+        return [(member.value, member.label) for member in cls]
+
+
+_LABELS: dict[AuditEventType, str] = {
+    AuditEventType.WORKSPACE_CREATED: "Workspace created",
+    AuditEventType.MEMBERSHIP_CHANGED: "Membership changed",
+    AuditEventType.THREAD_CREATED: "Thread created",
+    AuditEventType.MESSAGE_POSTED: "Message posted",
+    AuditEventType.SOCKET_REJECTED: "Websocket connection rejected",
+    AuditEventType.SOCKET_CLOSED_SESSION_ENDED: "Websocket closed: session ended",
+    AuditEventType.ACTION_REFUSED: "Action refused",
+    AuditEventType.RATE_LIMITED: "Request rate-limited",
+    AuditEventType.TURN_TAKEN_OVER: "Model turn taken over (its process stopped)",
+    AuditEventType.SERVER_ADDED: "MCP server added",
+    AuditEventType.SERVER_CHANGED: "MCP server changed",
+    AuditEventType.SERVER_REMOVED: "MCP server removed",
+    AuditEventType.CATALOGUE_REFRESHED: "Tool catalogue refreshed",
+    AuditEventType.UI_RESOURCE_FETCHED: "UI resource fetched",
+    AuditEventType.CSP_DOMAIN_DROPPED: "CSP domain dropped",
+    AuditEventType.SANDBOX_PAGE_REFUSED: "Sandbox page refused on another server's origin",
+    AuditEventType.SERVERS_IMPORTED: "MCP servers imported from a file",
+    AuditEventType.SERVER_IMPORT_REFUSED: "MCP server entry refused by an import",
+    AuditEventType.TOOL_CALL_MODEL: "Tool call by the model",
+    AuditEventType.TOOL_CALL_USER: "Tool call by a user",
+    AuditEventType.TOOL_CALL_APP: "Tool call by an app view",
+    AuditEventType.TOOLS_OFFERED_TO_MODEL: "Tools offered to the model",
+    AuditEventType.TOOL_CALL_COMPLETED: "Tool call completed",
+    AuditEventType.TOOL_CALL_FAILED: "Tool call failed",
+    AuditEventType.TOOL_CALL_INPUT_STARTED: "Tool call started streaming its arguments",
+    AuditEventType.TOOL_CALL_CANCELLED: "Tool call cancelled",
+    AuditEventType.TURN_CANCELLED: "Model turn cancelled",
+    AuditEventType.RESOURCE_READ: "Resource read by an app view",
+    AuditEventType.UI_MESSAGE: "Message posted by an app view",
+    AuditEventType.UI_UPDATE_MODEL_CONTEXT: "Model context updated by an app view",
+    AuditEventType.UI_OPEN_LINK: "Link opened by an app view",
+    AuditEventType.UI_REQUEST_DISPLAY_MODE: "Display mode requested by an app view",
+    AuditEventType.UI_DOWNLOAD_FILE: "File download requested by an app view",
+    AuditEventType.VIEW_LOG_MESSAGE: "Log message from an app view",
+    AuditEventType.LEGACY_ACTION: "Legacy MCP-UI action",
+    AuditEventType.WIDGET_STATE_SET: "Widget state saved",
+    AuditEventType.VIEW_TOKEN_REJECTED: "View capability token rejected",
+    AuditEventType.VIEW_OPENED: "App view opened",
+    AuditEventType.VIEW_PERMISSION_GRANTED: "Permission granted to an app from its view",
+    AuditEventType.VIEW_PERMISSION_REFUSED: "Permission grant from a view refused",
+    AuditEventType.MODAL_REQUESTED: "Modal requested by an app view",
+    AuditEventType.APPROVAL_REQUESTED: "Approval requested",
+    AuditEventType.APPROVAL_APPROVED: "Approval granted",
+    AuditEventType.APPROVAL_REJECTED: "Approval rejected",
+    AuditEventType.APPROVAL_EXPIRED: "Approval expired",
+    AuditEventType.APPROVAL_CANCELLED: "Approval cancelled",
+    AuditEventType.ALLOWANCE_CREATED: "Allowance granted",
+    AuditEventType.ALLOWANCE_REVOKED: "Allowance revoked",
+    AuditEventType.ALLOWANCE_REFUSED: "Allowance refused",
+    AuditEventType.APPROVAL_DECISION_REFUSED: "Approval decision refused",
+    AuditEventType.BINDING_CREATED: "App binding created",
+    AuditEventType.BINDING_CHANGED: "App binding changed",
+    AuditEventType.BINDING_REMOVED: "App binding removed",
+    AuditEventType.POLICY_CHANGED: "Tool policy changed",
+    AuditEventType.SERVER_CHANGE_REFUSED: "MCP server change refused (superusers only)",
+    AuditEventType.BINDING_REFUSED: "App binding refused",
+    AuditEventType.MEDIA_STAGED: "Media staged",
+    AuditEventType.MEDIA_READY: "Media stored",
+    AuditEventType.MEDIA_REJECTED: "Media rejected",
+    AuditEventType.OAUTH_CONNECTED: "Server sign-in connected",
+    AuditEventType.OAUTH_DISCONNECTED: "Server sign-in disconnected",
+    AuditEventType.OAUTH_REFRESH_FAILED: "Server sign-in refresh failed",
+    AuditEventType.OAUTH_CONNECT_FAILED: "Server sign-in failed",
+    AuditEventType.OAUTH_CALLBACK_REJECTED: "Sign-in callback rejected",
+    AuditEventType.OAUTH_CALL_AUTHORIZED: "Tool call signed in",
+    AuditEventType.OAUTH_AUTHORIZATION_REQUIRED: "Tool call needs sign-in",
+}
+
+
+class Decision(StrEnum):
+    """The decision an audit row records."""
+
+    ALLOWED = "allowed"  # ran / accepted without needing an approval, or by standing policy
+    DENIED = "denied"  # refused by the policy
+    PENDING = "pending"  # waiting for an approval
+    APPROVED = "approved"  # ran on the strength of a recorded approval
+    REJECTED = "rejected"  # an approver said no
+    FAILED = "failed"  # accepted, but failed while running
+
+    @property
+    def label(self) -> str:
+        return self.value.capitalize()
+
+    @classmethod
+    def choices(cls) -> list[tuple[str, str]]:
+        """``(value, label)`` pairs, usable as Django field ``choices``."""
+        return [(member.value, member.label) for member in cls]
+
+
+# Keyed by ``bindings.policy.ActionKind`` values (plain strings, so that this
+# module need not import the policy module, which imports this one).
+# Compatibility surfaces (legacy MCP-UI, Apps SDK) are audited under the MCP
+# Apps action they map onto, so that one report finds, say, every link opened
+# whichever surface asked for it; the service records the surface in the
+# event's extra JSON. LEGACY_ACTION (407) is for legacy messages that have no
+# MCP Apps equivalent.
+_EVENT_TYPE_BY_ACTION: dict[str, AuditEventType] = {
+    "model_tool_call": AuditEventType.TOOL_CALL_MODEL,
+    "user_tool_call": AuditEventType.TOOL_CALL_USER,
+    "app_tool_call": AuditEventType.TOOL_CALL_APP,
+    "legacy_tool": AuditEventType.TOOL_CALL_APP,
+    "apps_sdk_call_tool": AuditEventType.TOOL_CALL_APP,
+    "model_tool_list": AuditEventType.TOOLS_OFFERED_TO_MODEL,
+    "resource_read": AuditEventType.RESOURCE_READ,
+    "ui_message": AuditEventType.UI_MESSAGE,
+    "legacy_prompt": AuditEventType.UI_MESSAGE,
+    "legacy_intent": AuditEventType.UI_MESSAGE,
+    "apps_sdk_follow_up": AuditEventType.UI_MESSAGE,
+    "ui_update_model_context": AuditEventType.UI_UPDATE_MODEL_CONTEXT,
+    "ui_open_link": AuditEventType.UI_OPEN_LINK,
+    "legacy_link": AuditEventType.UI_OPEN_LINK,
+    "apps_sdk_open_external": AuditEventType.UI_OPEN_LINK,
+    "ui_request_display_mode": AuditEventType.UI_REQUEST_DISPLAY_MODE,
+    "ui_download_file": AuditEventType.UI_DOWNLOAD_FILE,
+    "log_message": AuditEventType.VIEW_LOG_MESSAGE,
+    "legacy_notify": AuditEventType.VIEW_LOG_MESSAGE,
+    "widget_state": AuditEventType.WIDGET_STATE_SET,
+    "apps_sdk_request_modal": AuditEventType.MODAL_REQUESTED,
+}
+
+
+# Every action kind the policy decides (``bindings.policy.ActionKind`` values); the audit
+# review offers them as filters without importing the layer above.
+ACTION_KINDS: tuple[str, ...] = tuple(_EVENT_TYPE_BY_ACTION)
+
+
+def event_type_for_action(kind: str) -> AuditEventType:
+    """The audit event type that records a decision about an action of ``kind``.
+
+    ``kind`` is a ``bindings.policy.ActionKind`` (or its string value).
+    Raises ``ValueError`` for an unknown kind rather than guessing.
+    """
+    try:
+        return _EVENT_TYPE_BY_ACTION[str(kind)]
+    except KeyError:
+        raise ValueError(f"no audit event type for action kind {kind!r}") from None

@@ -1,0 +1,102 @@
+"""Websocket actions: one small async handler per client message type.
+
+Handlers are registered with :func:`action` and receive an :class:`ActionContext`. They
+check what they need (membership is re-read before every action), call services through
+``database_sync_to_async``, and return a reply payload (or None). Anything slow runs in a
+task (see :mod:`chat.runtime`), never inside the handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from bindings import ratelimit
+from bindings import services as audit_services
+
+from ..models import Membership, Thread
+
+
+@dataclass
+class ActionContext:
+    user: Any
+    thread: Thread
+    membership: Membership
+    capabilities: set[str]
+    channel_name: str
+    send: Callable[[dict[str, Any]], Awaitable[None]]
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def can_act(self) -> bool:
+        return self.membership.can_act
+
+
+Handler = Callable[[ActionContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+HANDLERS: dict[str, Handler] = {}
+
+
+class ActionError(Exception):
+    """A refused action. `audited`: its audit row is already written (by the policy
+    decision or the refusal itself); otherwise the consumer writes one (DESIGN §8.10)."""
+
+    def __init__(
+        self, code: str, message: str, details: Any = None, *, audited: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+        self.audited = audited
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details is not None:
+            error["details"] = self.details
+        return error
+
+
+def action(name: str) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        HANDLERS[name] = handler
+        return handler
+
+    return register
+
+
+def require_actor(ctx: ActionContext) -> None:
+    if not ctx.can_act:
+        raise ActionError("forbidden", "Viewers can read this thread but not act in it.")
+
+
+def rate_limited_error(verdict: ratelimit.Verdict, what: str) -> ActionError:
+    wait = verdict.retry_after
+    shown = "a moment" if wait == float("inf") else f"{max(1, round(wait))} s"
+    return ActionError(
+        "rate_limited",
+        f"Too many {what}; try again in {shown}.",
+        {"retryAfter": None if wait == float("inf") else round(wait, 3)},
+        audited=True,
+    )
+
+
+async def take_tokens(ctx: ActionContext, buckets: list[tuple[str, str]]) -> ratelimit.Verdict:
+    """Take a token from each (kind, key) bucket; the first refusal is returned (and
+    audited, at most once per bucket every few seconds: a flood leaves a trace, not a
+    flood of rows). Allowed: a verdict with ``allowed`` set."""
+    for kind, key in buckets:
+        verdict = await ratelimit.take_async(kind, key)
+        if not verdict.allowed:
+            if verdict.audit:
+                await database_sync_to_async(audit_services.rate_limit_record)(
+                    user=ctx.user,
+                    workspace_id=ctx.thread.workspace_id,
+                    thread_id=ctx.thread.pk,
+                    bucket=kind,
+                    refused_since_last=verdict.refused_since_audit,
+                )
+            return verdict
+    return ratelimit.Verdict(True, 0.0)

@@ -1,0 +1,224 @@
+"""Server side of app views: capability tokens, what a view is opened with, and the
+CallToolResult a view receives (rebuilt from the stored canonical result)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core import signing
+
+from audit.rows import select_rows
+from bindings.models import AppBinding
+from config.hosts import SERVER_KEY_RE
+from mcp_bridge.csp import build_csp, parse_permissions, permissions_allow_attribute
+from mcp_bridge.models import McpServer, UiResource
+from mcp_bridge.normalize import describe_part
+
+from .models import ToolCall
+
+TOKEN_SALT = "atrium.view-token"
+SUPPORTED_FLAVORS = {"mcp-app", "html", "url", "skybridge"}
+
+
+@dataclass(frozen=True)
+class ViewToken:
+    call_id: int
+    user_id: int
+    thread_id: int
+    binding_id: int | None
+    server_id: int
+
+
+def sign_view_token(*, call: ToolCall, user_id: int) -> str:
+    return signing.dumps(
+        [call.pk, user_id, call.thread_id, call.binding_id, call.server_id],
+        salt=TOKEN_SALT,
+        compress=False,
+    )
+
+
+def read_view_token(token: Any) -> ViewToken | None:
+    """The token's claims, or None when it is forged, malformed or expired."""
+    if not isinstance(token, str) or len(token) > 500:
+        return None
+    try:
+        values = signing.loads(token, salt=TOKEN_SALT, max_age=settings.ATRIUM_VIEW_TOKEN_MAX_AGE)
+    except signing.BadSignature:
+        return None
+    if not (isinstance(values, list) and len(values) == 5):
+        return None
+    call_id, user_id, thread_id, binding_id, server_id = values
+    if not all(isinstance(v, int) for v in (call_id, user_id, thread_id, server_id)):
+        return None
+    return ViewToken(call_id, user_id, thread_id, binding_id, server_id)
+
+
+# What a view request needs of its view's row; anything else loads on access.
+VIEW_FIELDS = (
+    "id",
+    "thread",
+    "message",
+    "server",
+    "binding",
+    "tool_name",
+    "status",
+    "origin",
+    "requested_by",
+    "parent_view",
+    "ui_resource",
+    "display_mode",
+)
+
+
+def view_for_claims(claims: ViewToken, thread_id: int) -> ToolCall | None:
+    """The view (its ToolCall, with its server loaded) a token names, if it is in this
+    thread. Two lean statements: it runs before every request a view makes."""
+    rows = select_rows(ToolCall, id=claims.call_id, thread_id=thread_id, only=VIEW_FIELDS)
+    if not rows:
+        return None
+    view = rows[0]
+    servers = select_rows(McpServer, id=view.server_id)
+    if not servers:
+        return None
+    view.server = servers[0]
+    return view
+
+
+def sandbox_key_for(server_slug: str) -> str:
+    """A server's sandbox host label: its slug when that is already one lower-case DNS
+    label, else a digest of it (slugs may hold "_" or capitals, and "Foo" and "foo" are
+    two servers: lower-casing could merge two servers' origins)."""
+    if SERVER_KEY_RE.match(server_slug) and not server_slug.startswith("xn--"):
+        return server_slug
+    return "s-" + hashlib.sha256(server_slug.encode()).hexdigest()[:20]
+
+
+def sandbox_origin_for(server_slug: str) -> str:
+    """The sandbox origin of a server's views: ``ATRIUM_SANDBOX_ORIGIN`` with its ``*.``
+    replaced by the server's key, a different site from the app and from other servers."""
+    return settings.ATRIUM_SANDBOX_ORIGIN.replace("*.", f"{sandbox_key_for(server_slug)}.", 1)
+
+
+def _declared_csp(resource: UiResource) -> dict[str, list[str]] | None:
+    csp = (resource.meta or {}).get("csp")
+    return csp if isinstance(csp, dict) else None
+
+
+def _allowed_domains(binding: AppBinding | None) -> Any:
+    if binding is None:
+        return {}
+    return binding.allowed_domains  # None: no admin restriction beyond what is declared
+
+
+def effective_csp(resource: UiResource, binding: AppBinding | None):
+    """The CspResult of a view: declared domains ∩ the binding's allowed domains.
+
+    External-URL views (legacy `text/uri-list`) declare nothing; their URL's origin is
+    what the inner frame must load, so it is declared as a frame domain here.
+    """
+    declared = dict(_declared_csp(resource) or {})
+    if resource.flavor == "url":
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(resource.text.strip())
+        if parts.scheme in ("http", "https") and parts.netloc:
+            origin = f"{parts.scheme}://{parts.netloc}"
+            declared["frameDomains"] = [*declared.get("frameDomains", []), origin]
+    return build_csp(
+        declared or None,
+        allowed=_allowed_domains(binding),
+        # No view may reach the app or any server's sandbox unless the admin names it.
+        reserved_hosts=(settings.APP_HOST, settings.SANDBOX_DOMAIN),
+    )
+
+
+def view_permissions(resource: UiResource, binding: AppBinding | None) -> tuple[str, list[str]]:
+    declared = (resource.meta or {}).get("permissions")
+    granted = set(binding.granted_permissions or []) if binding else set()
+    return permissions_allow_attribute(declared, granted)
+
+
+PERMISSION_LABELS = {
+    "camera": "the camera",
+    "microphone": "the microphone",
+    "geolocation": "your location",
+    "clipboardWrite": "the clipboard (write)",
+}
+
+
+def permission_request(
+    resource: UiResource, binding: AppBinding | None, *, role: str | None
+) -> dict[str, Any] | None:
+    """What a view asks for that its binding has not granted (its prompt), or None.
+    `canGrant`: the person may answer "Allow for this app" (owners only)."""
+    if binding is None:
+        return None
+    declared = parse_permissions((resource.meta or {}).get("permissions")) or ()
+    granted = set(binding.granted_permissions or [])
+    missing = [name for name in declared if name not in granted]
+    if not missing:
+        return None
+    return {
+        "missing": missing,
+        "labels": [PERMISSION_LABELS.get(name, name) for name in missing],
+        "canGrant": role == "owner",
+    }
+
+
+def _decode_data_uri(src: str) -> tuple[str, str] | None:
+    if not src.startswith("data:") or ";base64," not in src:
+        return None
+    header, data = src[5:].split(";base64,", 1)
+    try:
+        base64.b64decode(data, validate=True)
+    except binascii.Error:
+        return None
+    return header, data
+
+
+def call_tool_result(sanitized: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A whole MCP `CallToolResult` for a view, rebuilt from the canonical result.
+
+    Views get the same stored object on every reload and for every member. Inline media is
+    returned as image/audio blocks; staged media and UI parts as short text descriptions.
+    """
+    if not sanitized:
+        return None
+
+    content: list[dict[str, Any]] = []
+    for part in sanitized.get("parts", []):
+        kind = part.get("type")
+        if kind == "text":
+            content.append({"type": "text", "text": part.get("text", "")})
+            continue
+        if kind in ("image", "file") and isinstance(part.get("src"), str):
+            decoded = _decode_data_uri(part["src"])
+            media = part.get("mediaKind", "image") if kind == "file" else "image"
+            if decoded and media in ("image", "audio"):
+                content.append({"type": media, "mimeType": decoded[0], "data": decoded[1]})
+                continue
+        if kind == "link" and part.get("uri"):
+            content.append(
+                {
+                    "type": "resource_link",
+                    "uri": part["uri"],
+                    "name": part.get("name") or part["uri"],
+                }
+            )
+            continue
+        if kind == "ui":
+            continue
+        described = describe_part(part)
+        if described:
+            content.append({"type": "text", "text": described})
+    result: dict[str, Any] = {"content": content, "isError": bool(sanitized["meta"]["isError"])}
+    if sanitized.get("structured") is not None:
+        result["structuredContent"] = sanitized["structured"]
+    if sanitized.get("uiMeta"):
+        result["_meta"] = sanitized["uiMeta"]
+    return result

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# `make fleet`: Atrium as a production fleet on one machine (DESIGN §1, docs/fleet.md):
+# nginx (round robin, websocket upgrade, no stickiness) in front of 3 daphne processes,
+# 2 Celery workers and 1 Celery beat, on PostgreSQL + Redis. Ctrl-C stops them all.
+#
+# Settings (environment): FLEET_PORT (nginx, default 8000), FLEET_DAPHNES (3),
+# FLEET_WORKERS (2), FLEET_DAPHNE_PORTS (space separated; default FLEET_PORT+1, +2, ...),
+# NGINX (the binary), ATRIUM_VAR_DIR (var), FLEET_DEMO=0 (no demo workspace and servers).
+# Without DATABASE_URL it runs itself under scripts/with-production-services.sh
+# (PostgreSQL and Redis on loopback).
+#
+# $ATRIUM_VAR_DIR/fleet/processes lists "name pid port" of every process once all answer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${DATABASE_URL:-}" ]; then
+  exec bash scripts/with-production-services.sh bash scripts/fleet.sh "$@"
+fi
+BIN=${ATRIUM_BIN:-.venv/bin}
+PORT=${FLEET_PORT:-8000}
+DAPHNES=${FLEET_DAPHNES:-3}
+WORKERS=${FLEET_WORKERS:-2}
+NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
+[ -x "$NGINX" ] || { echo "nginx is not installed: run 'make nginx'" >&2; exit 1; }
+read -r -a DAPHNE_PORTS <<<"${FLEET_DAPHNE_PORTS:-$(seq -s ' ' $((PORT + 1)) $((PORT + DAPHNES)))}"
+[ "${#DAPHNE_PORTS[@]}" = "$DAPHNES" ] || { echo "FLEET_DAPHNE_PORTS needs $DAPHNES ports" >&2; exit 1; }
+
+export ATRIUM_PROFILE=production
+export ATRIUM_ASGI_PROCESSES=$DAPHNES
+export ATRIUM_APP_ORIGIN=${ATRIUM_APP_ORIGIN:-http://localhost:$PORT}
+export ATRIUM_SANDBOX_ORIGIN=${ATRIUM_SANDBOX_ORIGIN:-http://*.localhost:$PORT}
+export PYTHONUNBUFFERED=1
+VAR=$(realpath -m "${ATRIUM_VAR_DIR:-var}")
+export ATRIUM_VAR_DIR=$VAR
+RUN=$VAR/fleet
+LOG=$VAR/log
+mkdir -p "$RUN/nginx-temp" "$LOG"
+rm -f "$RUN/processes"
+
+$BIN/python manage.py migrate --no-input -v0
+$BIN/python manage.py collectstatic --no-input -v0
+[ "${FLEET_DEMO:-1}" = 0 ] || $BIN/python manage.py atrium_bootstrap  # the demo workspace
+
+upstreams=""
+for port in "${DAPHNE_PORTS[@]}"; do
+  upstreams+="        server 127.0.0.1:$port max_fails=1 fail_timeout=5s;"$'\n'
+done
+# The template's placeholders, replaced line by line (paths may hold any character but "|").
+while IFS= read -r line; do
+  if [ "$line" = "@UPSTREAMS@" ]; then printf '%s' "$upstreams"; continue; fi
+  line=${line//@RUN@/$RUN}
+  line=${line//@LOG@/$LOG}
+  line=${line//@LISTEN@/127.0.0.1:$PORT}
+  printf '%s\n' "$line"
+done <deploy/nginx/fleet.conf >"$RUN/nginx.conf"
+"$NGINX" -t -q -p "$RUN" -e "$LOG/nginx-error.log" -c "$RUN/nginx.conf"
+
+declare -A names=()
+pids=()
+started() { pids+=("$1"); names[$1]=$2; echo "$2 $1 ${3:-}" >>"$RUN/processes.new"; }
+rm -f "$RUN/processes.new"
+
+stop() {
+  trap - INT TERM
+  echo
+  echo "Stopping the fleet..."
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait "${pids[@]}" 2>/dev/null || true
+  rm -f "$RUN/processes"
+  echo "Stopped."
+  exit 0
+}
+trap stop INT TERM
+
+n=0
+for port in "${DAPHNE_PORTS[@]}"; do
+  n=$((n + 1))
+  # Frame limits as scripts/run.sh (docs/security.md).
+  $BIN/daphne -b 127.0.0.1 -p "$port" --websocket-max-message-size 8388608 \
+    --websocket-max-frame-size 8388608 config.asgi:application >"$LOG/daphne-$n.log" 2>&1 &
+  started $! "daphne-$n" "$port"
+done
+for n in $(seq 1 "$WORKERS"); do
+  $BIN/celery -A config worker --pool=solo --loglevel=INFO --without-gossip --without-mingle \
+    --without-heartbeat -n "worker$n@%h" >"$LOG/celery-$n.log" 2>&1 &
+  started $! "worker-$n"
+done
+$BIN/celery -A config beat --loglevel=INFO --schedule "$RUN/celery-beat-schedule" \
+  >"$LOG/beat.log" 2>&1 &
+started $! beat
+"$NGINX" -p "$RUN" -e "$LOG/nginx-error.log" -c "$RUN/nginx.conf" -g "daemon off;" &
+started $! nginx "$PORT"
+
+for port in "${DAPHNE_PORTS[@]}" "$PORT"; do
+  for _ in $(seq 1 300); do
+    curl -fsS -o /dev/null "http://127.0.0.1:$port/login/" -H "Host: localhost:$PORT" \
+      2>/dev/null && break
+    sleep 0.1
+  done
+done
+mv "$RUN/processes.new" "$RUN/processes"
+echo
+echo "  The Atrium fleet is running:  $ATRIUM_APP_ORIGIN/ (nginx)"
+echo "  Sandbox origins:              $ATRIUM_SANDBOX_ORIGIN"
+echo "  Behind it:                    $DAPHNES daphne (ports ${DAPHNE_PORTS[*]}), $WORKERS Celery workers, 1 beat"
+echo "  Processes:                    $RUN/processes"
+echo "  Logs:                         $LOG/"
+echo "  Press Ctrl-C to stop."
+echo
+
+# One process dying (a crash, a SIGKILL) does not stop the others: clients reconnect
+# through nginx to the daphnes left, the other worker takes the queue. The fleet stops when
+# nginx stops or no daphne is left.
+alive_daphnes=$DAPHNES
+while :; do
+  set +e
+  wait -n -p gone "${pids[@]}"
+  code=$?
+  set -e
+  [ -n "${gone:-}" ] || continue
+  name=${names[$gone]}
+  echo "$(date -u +%H:%M:%S) $name (pid $gone) exited with status $code; see $LOG/" >&2
+  remaining=()
+  for pid in "${pids[@]}"; do [ "$pid" = "$gone" ] || remaining+=("$pid"); done
+  pids=("${remaining[@]}")
+  case $name in
+    daphne-*) alive_daphnes=$((alive_daphnes - 1)) ;;
+  esac
+  if [ "$name" = nginx ] || [ "$alive_daphnes" = 0 ]; then
+    stop
+  fi
+  gone=""
+done

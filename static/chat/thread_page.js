@@ -1,0 +1,111 @@
+/*
+ * The thread page (templates/chat/thread.html): renders the embedded snapshot with the
+ * same functions that render live events (render/), then follows the thread's socket.
+ *
+ * Modules, one concern each:
+ *   thread_state.js   who is reading, the page's payloads and elements
+ *   socket.js         the websocket: order, replay, reconnect, request/reply
+ *   client.js         window.AtriumClient, the socket as other scripts use it
+ *   timeline.js       messages and tool calls in order, scrolling
+ *   approvals.js      consent buttons, the allowances panel, timeline actions
+ *   composer.js       the composer, slash commands, the tool picker
+ *   toasts.js         notices
+ *   render/           payloads (chat/presenters.py) → DOM, no network
+ *   app_views/        the app view host (MCP Apps in sandboxed frames)
+ */
+import { appViewsDebugApi } from "./app_views/index.js";
+import { applyAllowances, applyApproval, hasAllowancesPanel, onTimelineAction } from "./approvals.js";
+import { client } from "./client.js";
+import { bindComposer, setComposerEnabled } from "./composer.js";
+import { bindPresentationalActions } from "./render/lightbox.js";
+import { startSocket } from "./socket.js";
+import { applyDelta, applyMedia, applyPartial, applyProgress, bindScrolling, placeCall, scrollToBottom, upsertCall, upsertMessage } from "./timeline.js";
+import { toast } from "./toasts.js";
+import { calls, canAct, els, root, snapshot, thread } from "./thread_state.js";
+
+var ROLE_LABELS = { owner: "Owner", member: "Member", viewer: "Viewer" };
+
+function setRole(newRole) {
+  var could = canAct();
+  thread.role = newRole;
+  root.dataset.role = newRole;
+  if (els.roleBadge) {
+    els.roleBadge.textContent = ROLE_LABELS[newRole] || newRole;
+    els.roleBadge.className = "role-badge role-" + newRole;
+  }
+  if (could && !canAct()) {
+    setComposerEnabled(false, "You have view-only access");
+    toast("Your role changed: you now have view-only access.", "info");
+  } else if (!could && canAct()) {
+    toast("Your role changed: reload the page to start posting.", "info");
+  }
+  // Approve / Reject / Cancel / Revoke buttons follow the role.
+  calls.forEach(function (call) {
+    placeCall(call);
+  });
+  if (hasAllowancesPanel()) applyAllowances();
+}
+
+function applyEvent(kind, data, live) {
+  try {
+    switch (kind) {
+      case "message":
+        upsertMessage(data, live);
+        break;
+      case "message.delta":
+        applyDelta(data);
+        break;
+      case "toolcall":
+        upsertCall(data, live);
+        break;
+      case "toolcall.progress":
+        applyProgress(data);
+        break;
+      case "toolcall.input-partial":
+        applyPartial(data);
+        break;
+      case "media":
+        applyMedia(data);
+        break;
+      case "approval":
+        applyApproval(data);
+        break;
+      case "allowances":
+        applyAllowances(data && data.allowances);
+        break;
+      default:
+        break; // unknown kinds are for other listeners
+    }
+  } catch (e) {
+    console.error("Atrium: could not apply a '" + kind + "' event", e);
+  }
+}
+
+window.AtriumClient = client;
+window.AtriumAppViews = appViewsDebugApi;
+
+bindPresentationalActions();
+bindScrolling();
+els.list.addEventListener("click", onTimelineAction);
+
+(snapshot.toolCalls || []).forEach(function (call) {
+  calls.set(call.id, call);
+});
+(snapshot.messages || []).forEach(function (msg) {
+  upsertMessage(msg, false);
+});
+(snapshot.toolCalls || []).forEach(function (call) {
+  placeCall(call);
+});
+applyAllowances(snapshot.allowances || []);
+scrollToBottom();
+
+bindComposer();
+if (!canAct()) setComposerEnabled(false, "You have view-only access");
+startSocket({
+  applyEvent: applyEvent,
+  onRole: setRole,
+  onAccessLost: function () {
+    setComposerEnabled(false, "You no longer have access to this thread");
+  },
+});

@@ -1,0 +1,252 @@
+"""The fleet under test: `scripts/fleet.sh` itself (nginx, 3 daphne, 2 workers, beat) on a
+fresh PostgreSQL database and a redis-server of its own, driven through nginx only."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.live import ROOT, LiveAtrium, free_port
+from tests.resilience.support import PrivateRedis, db_rows, reconnect
+
+FLEET_SCRIPT = ROOT / "scripts" / "fleet.sh"
+READY_LINE = "The Atrium fleet is running"
+
+
+@dataclass(frozen=True)
+class Process:
+    name: str
+    pid: int
+    port: int | None
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        # A killed child stays a zombie until fleet.sh reaps it.
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        state = stat.rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+
+
+@dataclass
+class Fleet:
+    """A running `scripts/fleet.sh`; `server` is a LiveAtrium whose port is nginx's."""
+
+    server: LiveAtrium
+    script: subprocess.Popen
+    output: Path
+    redis: PrivateRedis
+    processes: list[Process] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, var_dir: Path, extra_env: dict[str, str]) -> Fleet:
+        # A redis-server of its own: the machine's shared one carries other live servers'
+        # channel layers, whose thread ids (1, 2, ...) are the same as ours.
+        redis = PrivateRedis(var_dir / "redis").start()
+        extra_env = {
+            **extra_env,
+            "REDIS_URL": f"{redis.url}/0",
+            "CELERY_BROKER_URL": f"{redis.url}/1",
+        }
+        server = LiveAtrium(var_dir=var_dir, port=free_port(), extra_env=extra_env).setup()
+        env = {
+            **server.env,
+            "FLEET_PORT": str(server.port),
+            "FLEET_DAPHNE_PORTS": " ".join(str(free_port()) for _ in range(3)),
+            "ATRIUM_BIN": str(Path(sys.executable).parent),
+        }
+        output = var_dir / "fleet.out"
+        script = subprocess.Popen(
+            ["bash", str(FLEET_SCRIPT)],
+            cwd=ROOT,
+            env=env,
+            stdout=output.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C is sent to fleet.sh alone, as a terminal would
+        )
+        fleet = cls(server=server, script=script, output=output, redis=redis)
+        try:
+            fleet._wait_ready()
+        except BaseException:
+            fleet.stop()
+            raise
+        return fleet
+
+    def _wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if READY_LINE in self.output.read_text(errors="replace"):
+                break
+            if self.script.poll() is not None:
+                raise RuntimeError(f"fleet.sh exited:\n{self.output.read_text()}")
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"the fleet did not start:\n{self.output.read_text()}")
+        listing = (self.server.var_dir / "fleet" / "processes").read_text().splitlines()
+        for line in listing:
+            name, pid, *port = line.split()
+            self.processes.append(Process(name, int(pid), int(port[0]) if port else None))
+
+    def named(self, prefix: str) -> list[Process]:
+        return [p for p in self.processes if p.name.startswith(prefix)]
+
+    def by_pid(self, pid: int) -> Process:
+        return next(p for p in self.processes if p.pid == pid)
+
+    def kill(self, process: Process) -> None:
+        os.kill(process.pid, signal.SIGKILL)
+
+    def stop(self) -> int:
+        """Ctrl-C: fleet.sh stops every process; its exit status."""
+        if self.script.poll() is None:
+            self.script.send_signal(signal.SIGINT)
+        try:
+            return self.script.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.script.pid, signal.SIGKILL)
+            raise
+        finally:
+            self.redis.stop()
+
+    def rows(self, sql: str) -> list[tuple]:
+        return db_rows(self.server, sql)
+
+    def log(self, name: str) -> str:
+        path = self.server.var_dir / "log" / name
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+SEED = r"""
+import json, sys
+from django.contrib.auth import get_user_model
+from django.test import Client
+from chat import services
+from chat.models import Workspace
+from mcp_bridge import services as bridge
+from bindings import services as binding_services
+
+spec = json.loads(sys.stdin.read())
+U = get_user_model()
+owner = U.objects.create_user("olivia")
+member = U.objects.create_user("marco")
+workspace = services.workspace_create(name="Fleet", owner=owner)
+services.membership_set(workspace=workspace, user=member, role="member")
+Workspace.objects.filter(pk=workspace.pk).update(
+    provider="openai", model="fake-model", provider_base_url=spec["llm"], provider_api_key="sk-x"
+)
+threads = {
+    name: services.thread_create(workspace=workspace, title=name, actor=owner).pk
+    for name in spec["threads"]
+}
+for slug, server in spec["servers"].items():
+    row = bridge.server_add(name=slug.title(), slug=slug, **server)
+    binding_services.binding_create(server=row, workspace=workspace)
+cookies = {}
+for user in (owner, member):
+    client = Client()
+    client.force_login(user)
+    cookies[user.username] = client.cookies["sessionid"].value
+print("SEED=" + json.dumps({"threads": threads, "cookies": cookies}))
+"""
+
+
+def seed_fleet(
+    server: LiveAtrium, *, llm: str, threads: list[str], servers: dict[str, Any]
+) -> dict[str, Any]:
+    spec = {"llm": llm, "threads": threads, "servers": servers}
+    out = server.manage("shell", "-c", SEED, input=json.dumps(spec))
+    line = next(x for x in out.splitlines() if x.startswith("SEED="))
+    return json.loads(line[5:])
+
+
+class Member:
+    """One person's view of a thread across reconnects: every event they received, in
+    order, from the first socket and every later one (each resumed from the last seq)."""
+
+    def __init__(self, server: LiveAtrium, cookie: str, thread: int) -> None:
+        self.server, self.cookie, self.thread = server, cookie, thread
+        self.sock: Any = None
+        self.earlier: list[dict[str, Any]] = []  # events of closed sockets
+        self.reconnects = 0
+
+    async def connect(self) -> Member:
+        from bench.harness import connect
+
+        self.sock = await connect(self.server, self.cookie, self.thread)
+        self.first_after = self.sock.hello["lastSeq"]
+        return self
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self.earlier + [frame for _, frame in self.sock.events]
+
+    @property
+    def last_seq(self) -> int:
+        events = self.events
+        return events[-1]["seq"] if events else self.first_after
+
+    async def resume_if_closed(self) -> None:
+        """The client's reconnect: through nginx (to a live daphne), after its last seq."""
+        if not self.sock.closed.is_set():
+            return
+        self.earlier += [frame for _, frame in self.sock.events]
+        self.sock = await reconnect(self.server, self.cookie, self.thread, after=self.last_seq)
+        self.reconnects += 1
+
+    async def wait_for(self, predicate, timeout: float = 90.0) -> dict[str, Any]:
+        """The first event (data) matching `predicate`, reconnecting whenever the socket
+        drops."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            await self.resume_if_closed()
+            for frame in self.events:
+                if predicate(frame):
+                    return frame["data"]
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"no matching event on thread {self.thread}: {self.events[-5:]}")
+
+    def sequence_problems(self) -> list[str]:
+        """Gaps and duplicates in everything this member received (should be none).
+
+        Arrival order is not checked: events committed by two processes a moment apart
+        may cross Redis in the other order, and the chat client applies them by seq."""
+        seqs = [frame["seq"] for frame in self.events]
+        problems = [f"seq {seq} received twice" for seq in sorted(set(seqs)) if seqs.count(seq) > 1]
+        if seqs:
+            missing = set(range(self.first_after + 1, max(seqs) + 1)) - set(seqs)
+            problems += [f"seq {seq} never received" for seq in sorted(missing)]
+        return problems
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.sock.close()
+
+
+def is_message(frame: dict[str, Any], *, role: str, status: str) -> bool:
+    data = frame.get("data") or {}
+    return (
+        frame.get("kind") == "message" and data.get("role") == role and data.get("status") == status
+    )
+
+
+def is_call(frame: dict[str, Any], *, tool: str, status: str) -> bool:
+    data = frame.get("data") or {}
+    return (
+        frame.get("kind") == "toolcall"
+        and data.get("tool") == tool
+        and data.get("status") == status
+    )
