@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -13,21 +11,16 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.sessions.models import Session
-from django.utils import timezone
 
-from audit.rows import Above, RowExists, select_rows
 from audit.types import AuditEventType
-from bindings import ratelimit
 from bindings import services as authority
 
 from . import actions, event_tail, waiters
-from .actions import ActionContext, ActionError
+from .actions import ActionContext, ActionError, SessionEnded
 from .actions.app_views import DEFERRED
 from .models import Membership
 from .presenters import INTERACTIVE_UI, present_event
-from .selectors import thread_with_membership
+from .selectors import SessionPin, membership_for_session, thread_with_membership
 from .thread_events import events_after, thread_group, user_group
 
 log = logging.getLogger(__name__)
@@ -35,7 +28,6 @@ log = logging.getLogger(__name__)
 KNOWN_CAPABILITIES = {"interactiveToolUi"}
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
-LAYER_MESSAGES = {"thread.event", "view.message"}
 
 
 @database_sync_to_async
@@ -43,53 +35,12 @@ def _load_thread(user: Any, thread_id: int):
     return thread_with_membership(user=user, thread_id=thread_id)
 
 
-@dataclass(frozen=True)
-class SessionPin:
-    """What the socket was opened with: a session that must still exist, and the user's
-    password hash and active flag as they were (a password change or deactivation ends
-    every socket, as it ends every other session)."""
-
-    user_id: int
-    password: str
-    session_key: str | None
-
-
-_DB_SESSIONS = "django.contrib.sessions.backends.db"
-
-
 @database_sync_to_async
 def _reload_membership(membership: Membership, pin: SessionPin) -> Membership | None:
-    """Before every action: the membership row, only while the user is active with the same
-    password and the session still exists. One lean statement (audit.rows): this runs
-    before every action."""
-    checks = [RowExists(get_user_model(), id=pin.user_id, is_active=True, password=pin.password)]
-    db_sessions = settings.SESSION_ENGINE == _DB_SESSIONS
-    if db_sessions:
-        checks.append(
-            RowExists(Session, session_key=pin.session_key or "", expire_date=Above(timezone.now()))
-        )
-    rows = select_rows(Membership, *checks, id=membership.pk)
-    if rows and not db_sessions:
-        store = import_module(settings.SESSION_ENGINE).SessionStore
-        if not (pin.session_key and store().exists(pin.session_key)):
-            return None
-    return rows[0] if rows else None
+    return membership_for_session(membership_id=membership.pk, pin=pin)
 
 
-@database_sync_to_async
-def _audit_refusal(ctx: ActionContext, action: str, code: str, extra: dict | None = None) -> None:
-    # Refusals are audited at a bounded rate per user: bad input must not become a flood
-    # of audit rows (bindings.ratelimit).
-    if not ratelimit.take("refusal_audit", str(ctx.user.pk)).allowed:
-        return
-    authority.action_record_refused(
-        user=ctx.user,
-        workspace_id=ctx.thread.workspace_id,
-        thread_id=ctx.thread.pk,
-        action=action,
-        reason=code,
-        extra=extra,
-    )
+_audit_refusal = database_sync_to_async(actions.refusal_record)
 
 
 @database_sync_to_async
@@ -114,16 +65,13 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
     pin: SessionPin
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """As channels' dispatch, without its `aclose_old_connections()` before each channel
-        layer message (thread events, view messages).
+        """As channels' dispatch, without its `aclose_old_connections()` before every message.
 
-        That is a trip to the single database thread for every event each member's socket
-        relays (it waits behind whatever database work is running), and those handlers do
-        not touch the database. Client frames keep it (their handlers do).
+        That is a trip to the single database thread for each frame and for every event a
+        member's socket relays (it waits behind whatever database work is running). It
+        checks nothing more: every database access here and in the actions goes through
+        `database_sync_to_async`, which closes old connections around its own trip.
         """
-        if message.get("type") not in LAYER_MESSAGES:
-            await super().dispatch(message)
-            return
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
@@ -143,6 +91,12 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         await database_sync_to_async(authority.approval_expire_due)(thread_id=thread.pk)
         query = parse_qs(self.scope.get("query_string", b"").decode())
         caps = {c for c in ",".join(query.get("caps", [])).split(",") if c in KNOWN_CAPABILITIES}
+        session = self.scope.get("session")
+        self.pin = SessionPin(
+            user_id=user.pk,
+            password=user.password,
+            session_key=getattr(session, "session_key", None),
+        )
         self.ctx = ActionContext(
             user=user,
             thread=thread,
@@ -150,12 +104,8 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             capabilities=caps,
             channel_name=self.channel_name,
             send=self.send_json,
-        )
-        session = self.scope.get("session")
-        self.pin = SessionPin(
-            user_id=user.pk,
-            password=user.password,
-            session_key=getattr(session, "session_key", None),
+            pin=self.pin,
+            end_session=self._end_session_refused,
         )
         await self.channel_layer.group_add(thread_group(thread.pk), self.channel_name)
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
@@ -196,8 +146,13 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return  # e.g. their name changed: this session is still good
         await self._end_session("session_ended")
 
+    async def _end_session_refused(self, rid: Any) -> None:
+        """An action found the membership or session gone (before it or in its first trip)."""
+        await self._end_session("not_a_member_or_session_ended", rid, "forbidden")
+
     async def _end_session(self, reason: str, rid: Any = None, code: str = "session_ended") -> None:
-        assert self.ctx is not None
+        if self.ctx is None:
+            return  # ended already (a view call's task and a frame may both find it)
         await _audit_session_ended(self.ctx, reason)
         await self._send_error(
             rid,
@@ -269,13 +224,18 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return
         # Roles, sessions and accounts change while a socket is open: re-check them on
         # every action (the membership, the session, the user's password and active flag).
-        membership = await _reload_membership(self.ctx.membership, self.pin)
-        if membership is None:
-            await self._end_session("not_a_member_or_session_ended", rid, "forbidden")
-            return
-        self.ctx.membership = membership
+        # A handler registered with `admits_itself` does it in its own first database trip.
+        if kind not in actions.SELF_ADMITTING:
+            membership = await _reload_membership(self.ctx.membership, self.pin)
+            if membership is None:
+                await self._end_session_refused(rid)
+                return
+            self.ctx.membership = membership
         try:
             result = await handler(self.ctx, content)
+        except SessionEnded:
+            await self._end_session_refused(rid)
+            return
         except ActionError as exc:
             if not exc.audited:
                 await _audit_refusal(self.ctx, kind[:60], exc.code)

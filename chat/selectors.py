@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from importlib import import_module
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
+from audit.rows import Above, RowExists, select_rows
 from bindings.models import Allowance
 
 from .models import Membership, Message, Thread, ToolCall, Workspace
@@ -29,6 +36,38 @@ def thread_with_membership(*, user: Any, thread_id: int) -> tuple[Thread, Member
     if membership is None:
         return None
     return thread, membership
+
+
+@dataclass(frozen=True)
+class SessionPin:
+    """What a socket was opened with: a session that must still exist, and the user's
+    password hash and active flag as they were (a password change or deactivation ends
+    every socket, as it ends every other session)."""
+
+    user_id: int
+    password: str
+    session_key: str | None
+
+
+_DB_SESSIONS = "django.contrib.sessions.backends.db"
+
+
+def membership_for_session(*, membership_id: int, pin: SessionPin) -> Membership | None:
+    """The membership row, only while the user is active with the same password and the
+    session still exists. One lean statement (audit.rows): sockets re-read it before every
+    action."""
+    checks = [RowExists(get_user_model(), id=pin.user_id, is_active=True, password=pin.password)]
+    db_sessions = settings.SESSION_ENGINE == _DB_SESSIONS
+    if db_sessions:
+        checks.append(
+            RowExists(Session, session_key=pin.session_key or "", expire_date=Above(timezone.now()))
+        )
+    rows = select_rows(Membership, *checks, id=membership_id)
+    if rows and not db_sessions:
+        store = import_module(settings.SESSION_ENGINE).SessionStore
+        if not (pin.session_key and store().exists(pin.session_key)):
+            return None
+    return rows[0] if rows else None
 
 
 def workspaces_for(*, user: Any) -> list[Workspace]:

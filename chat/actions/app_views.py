@@ -36,7 +36,16 @@ from ..models import Message, ToolCall, ToolCallStatus
 from ..presenters import serialize_tool_call
 from ..selectors import tool_calls_queryset
 from ..services import app_views, tool_calls
-from .registry import ActionContext, ActionError, action, rate_limited_error, take_tokens
+from .registry import (
+    ActionContext,
+    ActionError,
+    SessionEnded,
+    action,
+    admit,
+    rate_limited_error,
+    refusal_record,
+    take_tokens,
+)
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +227,13 @@ def _view_for_token(ctx: ActionContext, token: Any) -> ToolCall:
     return view
 
 
+def _admitted_view(ctx: ActionContext, token: Any) -> ToolCall:
+    """The member's session and membership (re-read) and the view the token names: one
+    trip to the database thread for what every view request checks first."""
+    admit(ctx)
+    return _view_for_token(ctx, token)
+
+
 def _authorize_view(ctx, view, kind, **kwargs) -> authority.Authorization:
     return app_views.app_view_authorize(
         view=view, user=ctx.user, role=ctx.membership.role, thread=ctx.thread, kind=kind, **kwargs
@@ -259,28 +275,33 @@ def _kind(method: str, params: dict[str, Any], default: ActionKind) -> ActionKin
     return COMPAT_KINDS.get((method, _compat(params) or ""), default)
 
 
-async def _tools_call(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]:
+async def _tools_call(ctx: ActionContext, token: Any, params: dict[str, Any]) -> dict[str, Any]:
     name = params.get("name")
     arguments = params.get("arguments") or {}
-    if not isinstance(name, str) or not isinstance(arguments, dict):
-        raise await database_sync_to_async(_refuse)(
-            ctx,
-            view,
-            _kind("tools/call", params, ActionKind.APP_TOOL_CALL),
-            "invalid_params",
-            "tools/call needs a tool name and object arguments.",
-        )
     kind = _kind("tools/call", params, ActionKind.APP_TOOL_CALL)
-    if not ctx.can_act:
-        # Decided (and audited) before anything else: a viewer's view neither refreshes
-        # the catalogue nor stores or broadcasts a refused call.
-        auth = await database_sync_to_async(_authorize_view)(
-            ctx, view, kind, tool_name=name, extra={"refused_before_call": True}
-        )
-        raise _deny(auth)
     await _limit(ctx, [("tool_call", str(ctx.user.pk))], "tool calls")
-    call = await tool_calls.tool_call_start(
-        tool_calls.CallRequest(
+
+    def request() -> tool_calls.CallRequest:
+        # On the database thread, in the decision's trip: the session, membership and token
+        # are checked, then the call is decided and recorded (one trip, not four).
+        view = _admitted_view(ctx, token)
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise _refuse(
+                ctx,
+                view,
+                kind,
+                "invalid_params",
+                "tools/call needs a tool name and object arguments.",
+            )
+        if not ctx.can_act:
+            # Decided (and audited) before anything else: a viewer's view neither refreshes
+            # the catalogue nor stores or broadcasts a refused call.
+            raise _deny(
+                _authorize_view(
+                    ctx, view, kind, tool_name=name, extra={"refused_before_call": True}
+                )
+            )
+        return tool_calls.CallRequest(
             thread=ctx.thread,
             server=view.server,
             tool_name=name,
@@ -289,9 +310,10 @@ async def _tools_call(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, 
             user=ctx.user,
             role=ctx.membership.role,
             parent_view=view,
-            action_kind=_kind("tools/call", params, ActionKind.APP_TOOL_CALL),
+            action_kind=kind,
         )
-    )
+
+    call = await tool_calls.tool_call_start(request)
     if call.status not in waiters.FINAL:
         payload = await waiters.wait_final(
             call_id=call.pk,
@@ -491,10 +513,21 @@ async def _limit(ctx: ActionContext, buckets: list[tuple[str, str]], what: str) 
         )
 
 
+async def _limit_view_requests(ctx: ActionContext, token: Any) -> None:
+    """Before any database work: every request of a view, and of a person, is rate limited."""
+    claims = read_view_token(token)
+    await _limit(
+        ctx,
+        [
+            ("user_view_request", str(ctx.user.pk)),
+            ("view_request", str(claims.call_id if claims else "invalid")),
+        ],
+        "requests from this view",
+    )
+
+
 async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dict[str, Any]):
     db = database_sync_to_async
-    if method == "tools/call":
-        return await _tools_call(ctx, view, params)
     if method in ("resources/read", "resources/list", "resources/templates/list", "prompts/list"):
         return await _resources(ctx, view, method, params)
     if method == "ui/message":
@@ -527,33 +560,32 @@ async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dic
     )
 
 
-@action("view.request")
+@action("view.request", admits_itself=True)
 async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
     method = msg.get("method")
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
     if not isinstance(method, str):
         raise ViewRequestError("invalid_request", "A view request needs a method.", -32600)
-    # Before any database work: every request of a view, and of a person, is rate limited.
-    claims = read_view_token(msg.get("token"))
-    await _limit(
-        ctx,
-        [
-            ("user_view_request", str(ctx.user.pk)),
-            ("view_request", str(claims.call_id if claims else "invalid")),
-        ],
-        "requests from this view",
-    )
-    view = await database_sync_to_async(_view_for_token)(ctx, msg.get("token"))
-    rid = msg.get("rid")
+    token = msg.get("token")
+    await _limit_view_requests(ctx, token)
     if method != "tools/call":
+        view = await database_sync_to_async(_admitted_view)(ctx, token)
         return await _dispatch(ctx, view, method, params)
 
     # A tool call may wait (approval, a slow tool): answer from a task, keep the socket free.
+    rid = msg.get("rid")
+
     async def answer() -> None:
         try:
-            result = await _dispatch(ctx, view, method, params)
+            result = await _tools_call(ctx, token, params)
             reply = {"type": "reply", "rid": rid, "ok": True, "result": result}
+        except SessionEnded:
+            if ctx.end_session is not None:
+                await ctx.end_session(rid)
+            return
         except ActionError as exc:
+            if not exc.audited:
+                await database_sync_to_async(refusal_record)(ctx, "view.request", exc.code)
             reply = {"type": "reply", "rid": rid, "ok": False, "error": exc.to_dict()}
         except Exception:
             log.exception("view tools/call failed")
@@ -578,22 +610,19 @@ async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
 DEFERRED = object()
 
 
-@action("view.notify")
+@action("view.notify", admits_itself=True)
 async def view_notify(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     method = msg.get("method")
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-    claims = read_view_token(msg.get("token"))
-    await _limit(
-        ctx,
-        [
-            ("user_view_request", str(ctx.user.pk)),
-            ("view_request", str(claims.call_id if claims else "invalid")),
-        ],
-        "requests from this view",
-    )
-    view = await database_sync_to_async(_view_for_token)(ctx, msg.get("token"))
-    if method == "notifications/message":
-        await database_sync_to_async(_log_message)(ctx, view, params)
+    token = msg.get("token")
+    await _limit_view_requests(ctx, token)
+
+    def notified() -> None:
+        view = _admitted_view(ctx, token)
+        if method == "notifications/message":
+            _log_message(ctx, view, params)
+
+    await database_sync_to_async(notified)()
     return {}
 
 

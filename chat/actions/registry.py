@@ -1,7 +1,8 @@
 """Websocket actions: one small async handler per client message type.
 
 Handlers are registered with :func:`action` and receive an :class:`ActionContext`. They
-check what they need (membership is re-read before every action), call services through
+check what they need (membership is re-read before every action: by the consumer, or by
+the handler itself in its first database trip with ``admits_itself``), call services through
 ``database_sync_to_async``, and return a reply payload (or None). Anything slow runs in a
 task (see :mod:`chat.runtime`), never inside the handler.
 """
@@ -18,6 +19,7 @@ from bindings import ratelimit
 from bindings import services as audit_services
 
 from ..models import Membership, Thread
+from ..selectors import SessionPin, membership_for_session
 
 
 @dataclass
@@ -29,6 +31,10 @@ class ActionContext:
     channel_name: str
     send: Callable[[dict[str, Any]], Awaitable[None]]
     state: dict[str, Any] = field(default_factory=dict)
+    # What the socket was opened with (`admit` re-checks it) and how it is ended when the
+    # check fails in a task the handler spawned (the consumer catches `SessionEnded` itself).
+    pin: SessionPin | None = None
+    end_session: Callable[[Any], Awaitable[None]] | None = None
 
     @property
     def can_act(self) -> bool:
@@ -37,6 +43,9 @@ class ActionContext:
 
 Handler = Callable[[ActionContext, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 HANDLERS: dict[str, Handler] = {}
+# Handlers that call `admit` in their first database trip, instead of the consumer's trip
+# before every action (a view's `tools/call`: membership, token and decision in one trip).
+SELF_ADMITTING: set[str] = set()
 
 
 class ActionError(Exception):
@@ -59,12 +68,48 @@ class ActionError(Exception):
         return error
 
 
-def action(name: str) -> Callable[[Handler], Handler]:
+def action(name: str, *, admits_itself: bool = False) -> Callable[[Handler], Handler]:
     def register(handler: Handler) -> Handler:
         HANDLERS[name] = handler
+        if admits_itself:
+            SELF_ADMITTING.add(name)
         return handler
 
     return register
+
+
+class SessionEnded(ActionError):
+    """The member left the workspace, or the session or account changed: the socket ends."""
+
+    def __init__(self) -> None:
+        super().__init__("forbidden", "Your session has ended.", audited=True)
+
+
+def refusal_record(
+    ctx: ActionContext, action: str, code: str, extra: dict[str, Any] | None = None
+) -> None:
+    """Audit a refused action whose refusal is not audited yet, at a bounded rate per user:
+    bad input must not become a flood of audit rows (bindings.ratelimit)."""
+    if not ratelimit.take("refusal_audit", str(ctx.user.pk)).allowed:
+        return
+    audit_services.action_record_refused(
+        user=ctx.user,
+        workspace_id=ctx.thread.workspace_id,
+        thread_id=ctx.thread.pk,
+        action=action,
+        reason=code,
+        extra=extra,
+    )
+
+
+def admit(ctx: ActionContext) -> None:
+    """Re-read the membership (and session, password, active flag) on the database thread;
+    a self-admitting handler calls this first in its first trip. Raises `SessionEnded`."""
+    assert ctx.pin is not None, "a socket's context carries its session pin"
+    membership = membership_for_session(membership_id=ctx.membership.pk, pin=ctx.pin)
+    if membership is None:
+        raise SessionEnded()
+    ctx.membership = membership
 
 
 def require_actor(ctx: ActionContext) -> None:

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -669,30 +670,51 @@ class _Announcer:
 
 # ----------------------------------------------------------------------- orchestration
 
+
+def _quiet(request: CallRequest) -> bool:
+    """A view's call is announced by its final event only, unless it takes a while."""
+    return request.origin == "app_view"
+
+
+def _prepare_and_decide(
+    *, request: CallRequest | Callable[[], CallRequest], refresh_missing: bool
+) -> tuple[CallRequest, tuple[ToolCall, str, Tool | None] | None]:
+    if not isinstance(request, CallRequest):
+        request = request()
+    decided = _decide(request=request, refresh_missing=refresh_missing, quiet_start=_quiet(request))
+    return request, decided
+
+
 # Built once: a SyncToAsync wrapper inspects its function when created (~0.1 ms per call
 # on this project's machines, twice per tool call otherwise).
-_decide_async = database_sync_to_async(lambda **kwargs: _decide(**kwargs))
+_decide_async = database_sync_to_async(lambda **kwargs: _prepare_and_decide(**kwargs))
 _finish_success_async = database_sync_to_async(lambda **kwargs: tool_call_finish(**kwargs))
 
 
-async def tool_call_start(request: CallRequest) -> ToolCall:
-    """Decide, record, and (when allowed) run the call in the background."""
-    decide = _decide_async
+async def tool_call_start(request: CallRequest | Callable[[], CallRequest]) -> ToolCall:
+    """Decide, record, and (when allowed) run the call in the background.
+
+    `request` may be a function that builds the request on the database thread, in the
+    decision's own trip (an app view's call checks its member's session and its token
+    there); what it raises reaches the caller, and nothing is decided."""
     # One trip to the database thread: catalogue row, binding, policy, decision, audit,
     # call row and event. A tool the catalogue does not know refreshes it once first.
-    quiet = request.origin == "app_view"
-    if not quiet and request.streamed_call_id is None:
+    if (
+        isinstance(request, CallRequest)
+        and not _quiet(request)
+        and request.streamed_call_id is None
+    ):
         await _ensure_view_resource(request)
-    decided = await decide(request=request, refresh_missing=True, quiet_start=quiet)
+    resolved, decided = await _decide_async(request=request, refresh_missing=True)
     if decided is None:
         unsigned: AuthorizationRequired | None = None
         try:
-            await gateway.refresh_catalogue(request.server)
+            await gateway.refresh_catalogue(resolved.server)
         except AuthorizationRequired as exc:
             unsigned = exc  # nobody connected this server yet: there is no catalogue
         except BridgeError:
             pass  # then decided (audited) as tool_not_found
-        decided = await decide(request=request, quiet_start=quiet)
+        resolved, decided = await _decide_async(request=resolved, refresh_missing=False)
         assert decided is not None
         if unsigned is not None and decided[1] != "allow":
             # Refused for want of a catalogue: say what would help (the Connect card).
@@ -701,7 +723,9 @@ async def tool_call_start(request: CallRequest) -> ToolCall:
     if outcome == "allow":
         # The call row and catalogue row were just read: hand them over (two fewer
         # database round trips per call than re-reading them in the task).
-        runtime.spawn(task_key(call.pk), execute(call.pk, call=call, tool=tool, announce=quiet))
+        runtime.spawn(
+            task_key(call.pk), execute(call.pk, call=call, tool=tool, announce=_quiet(resolved))
+        )
     return call
 
 

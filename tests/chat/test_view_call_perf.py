@@ -208,6 +208,11 @@ async def test_a_membership_change_decides_the_very_next_call(personas, board_se
     reply = await view.call()
     assert reply["ok"] is False
     assert reply["error"]["code"] == "viewer_cannot_act"
+    from audit.models import AuditEvent
+    from audit.types import AuditEventType
+
+    tool_rows = AuditEvent.objects.filter(actor_user=personas.member, tool_name=TOOL)
+    rows_before = await _db(tool_rows.count)
     await _db(lambda: membership.delete())
     await view.communicator.send_json_to(
         {
@@ -220,6 +225,19 @@ async def test_a_membership_change_decides_the_very_next_call(personas, board_se
     )
     reply = await next_frame(view.communicator, lambda f: f.get("rid") == "gone")
     assert reply["error"]["code"] == "forbidden"
+    # Checked in the decision's own trip: nothing was decided or stored for that request,
+    # the session's end is audited and the socket is closed.
+    assert await view.communicator.receive_output(timeout=10) == {
+        "type": "websocket.close",
+        "code": 4403,
+    }
+    assert await _db(tool_rows.count) == rows_before
+    ended = AuditEvent.objects.filter(
+        actor_user=personas.member, event_type=AuditEventType.SOCKET_CLOSED_SESSION_ENDED
+    )
+    assert await _db(lambda: list(ended.values_list("reason", flat=True))) == [
+        "not_a_member_or_session_ended"
+    ]
 
 
 # ------------------------------------------------------------- events built from memory

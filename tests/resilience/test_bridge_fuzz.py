@@ -6,6 +6,7 @@ request was not entitled to store."""
 from __future__ import annotations
 
 import asyncio
+from importlib import import_module
 from typing import Any
 
 import pytest
@@ -139,10 +140,13 @@ def _counts(personas) -> dict[str, Any]:
 
 async def _send(personas, kind: str, msg: dict[str, Any]) -> dict[str, Any]:
     """Run one bridge message through the consumer's handler, as the consumer does."""
+    from django.conf import settings as django_settings
+
     from chat import actions
     from chat.actions import ActionContext, ActionError
     from chat.actions.app_views import DEFERRED
     from chat.models import Membership
+    from chat.selectors import SessionPin
 
     sent: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
@@ -151,9 +155,16 @@ async def _send(personas, kind: str, msg: dict[str, Any]) -> dict[str, Any]:
 
     from channels.db import database_sync_to_async
 
-    membership = await database_sync_to_async(
-        lambda: Membership.objects.get(user=personas.member, workspace=personas.workspace)
-    )()
+    def member_and_session() -> tuple[Membership, SessionPin]:
+        membership = Membership.objects.get(user=personas.member, workspace=personas.workspace)
+        session = import_module(django_settings.SESSION_ENGINE).SessionStore()
+        session.create()  # a live session, as a socket's
+        user = personas.member
+        return membership, SessionPin(
+            user_id=user.pk, password=user.password, session_key=session.session_key
+        )
+
+    membership, pin = await database_sync_to_async(member_and_session)()
     ctx = ActionContext(
         user=personas.member,
         thread=personas.thread,
@@ -161,6 +172,7 @@ async def _send(personas, kind: str, msg: dict[str, Any]) -> dict[str, Any]:
         capabilities={"interactiveToolUi"},
         channel_name="fuzz",
         send=send,
+        pin=pin,
     )
     try:
         result = await actions.HANDLERS[kind](ctx, {**msg, "rid": "fuzz"})
