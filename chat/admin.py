@@ -1,12 +1,14 @@
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
 from bindings.models import ApprovalRequest, ApprovalStatus
 from bindings.services import BindingError, approval_expire_due
 
+# Importing the admin of bindings' rows registers it (it shows chat's workspaces and threads).
+from .admin_bindings import ApprovalWorkspaceFilter, with_scope_names
 from .models import MediaAsset, Membership, Message, Thread, ThreadEvent, ToolCall, Workspace
 from .selectors import membership_for
 from .services.approvals import approval_decide_blocking
@@ -147,20 +149,6 @@ def decide_from_admin(
     )
 
 
-class WorkspaceFilter(admin.SimpleListFilter):
-    title = "workspace"
-    parameter_name = "workspace"
-
-    def lookups(self, request, model_admin):
-        return [
-            (str(pk), name)
-            for pk, name in Workspace.objects.order_by("name").values_list("pk", "name")
-        ]
-
-    def queryset(self, request, queryset):
-        return queryset.filter(binding__workspace_id=self.value()) if self.value() else queryset
-
-
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(admin.ModelAdmin):
     """Approvals: decided here on the chat's path, by owners/members of the workspace only."""
@@ -177,7 +165,7 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         "created_at",
         "expires",
     ]
-    list_filter = ["status", "server", WorkspaceFilter, "risk", "requested_by_kind"]
+    list_filter = ["status", "server", ApprovalWorkspaceFilter, "risk", "requested_by_kind"]
     list_select_related = ["server", "binding", "requested_by", "decided_by"]
     search_fields = ["tool_name", "arguments_digest", "reason"]
     date_hierarchy = "created_at"
@@ -197,30 +185,16 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
         return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApprovalRequest]:
-        # Bindings keep the thread's and workspace's ids (bindings never import chat):
-        # their names come from chat's tables here.
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                thread_title=Subquery(
-                    Thread.objects.filter(pk=OuterRef("thread_id")).values("title")[:1]
-                ),
-                workspace_name=Subquery(
-                    Workspace.objects.filter(pk=OuterRef("binding__workspace_id")).values("name")[
-                        :1
-                    ]
-                ),
-            )
-        )
+        # An approval's workspace is its binding's (the binding applied to its thread).
+        return with_scope_names(super().get_queryset(request), "binding__workspace_id", "thread_id")
 
-    @admin.display(description="workspace", ordering="workspace_name")
+    @admin.display(description="workspace", ordering="_workspace_name")
     def workspace(self, obj: ApprovalRequest) -> str:
-        return getattr(obj, "workspace_name", None) or "–"
+        return getattr(obj, "_workspace_name", None) or "–"
 
-    @admin.display(description="thread", ordering="thread_title")
+    @admin.display(description="thread", ordering="_thread_title")
     def thread(self, obj: ApprovalRequest) -> str:
-        return getattr(obj, "thread_title", None) or f"#{obj.thread_id}"
+        return getattr(obj, "_thread_title", None) or f"#{obj.thread_id}"
 
     @admin.display(description="requested by")
     def requested(self, obj: ApprovalRequest) -> str:

@@ -1,11 +1,14 @@
-"""The one-way layers: chat -> bindings -> mcp_bridge -> audit, in imports and migrations."""
+"""The one-way layers: chat -> bindings -> mcp_bridge -> audit, in imports, migrations
+and run-time model look-ups."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 from pathlib import Path
 
 import pytest
+from django.apps import apps as app_registry
 from django.db.migrations.loader import MigrationLoader
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +97,121 @@ def test_the_function_import_check_can_fail(tmp_path):
     )
     (package / "apps.py").write_text("class C:\n    def ready(self):\n        from . import x\n")
     assert _checker().function_level_imports(tmp_path) == ["chat/sneaky.py:2: import in f()"]
+
+
+# ------------------------------------------------------------------ run-time upward reach
+# import-linter sees imports only: Django's app registry (``apps.get_model("chat", …)``)
+# or a model label (``"chat.Thread"``) reaches a higher app's models without one.
+REGISTRY_LOOKUPS = {"get_model", "get_models", "get_app_config", "get_containing_app_config"}
+
+
+def _above(app: str) -> set[str]:
+    """The apps above ``app``: its code must not reach their models."""
+    order = [*LAYERS, "audit"]
+    return set(order[: order.index(app)])
+
+
+def _model_labels(app_labels: set[str]) -> set[str]:
+    return {
+        model._meta.label_lower
+        for model in app_registry.get_models()
+        if model._meta.app_label in app_labels
+    }
+
+
+def _declares_constraint_free_key(call: ast.Call) -> bool:
+    """``models.ForeignKey("chat.Thread", …, db_constraint=False)``: how audit names the
+    rows it records (history outlives them) — a declaration, not a look-up."""
+    return any(
+        kw.arg == "db_constraint" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+        for kw in call.keywords
+    )
+
+
+def upward_reaches(source: str, above: set[str]) -> list[tuple[int, str]]:
+    """(line, what) of every reach of a model of an app in ``above``, in ``source``."""
+    labels = _model_labels(above)
+    tree = ast.parse(source)
+    allowed: set[int] = set()  # ids of the label constants of constraint-free keys
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        first = node.args[0] if node.args else None
+        if (
+            name in REGISTRY_LOOKUPS
+            and isinstance(first, ast.Constant)
+            and isinstance(first.value, str)
+            and first.value.split(".")[0] in above
+        ):
+            found.append((node.lineno, f"{name}({first.value!r})"))
+        if _declares_constraint_free_key(node):
+            allowed |= {id(arg) for arg in node.args[:1]}
+            allowed |= {id(kw.value) for kw in node.keywords if kw.arg == "to"}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.lower() in labels
+            and id(node) not in allowed
+        ):
+            found.append((node.lineno, f"model label {node.value!r}"))
+    return sorted(set(found))
+
+
+def lower_layer_modules() -> list[tuple[Path, set[str]]]:
+    """Every module (migrations aside: the migration graph is checked above) of the apps
+    below chat, with the apps above it."""
+    return [
+        (path, _above(app))
+        for app in [*LAYERS[1:], "audit"]
+        for path in sorted((ROOT / app).rglob("*.py"))
+        if "migrations" not in path.relative_to(ROOT).parts
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "above"),
+    lower_layer_modules(),
+    ids=lambda v: str(v.relative_to(ROOT)).replace("/", ".") if isinstance(v, Path) else "",
+)
+def test_no_lower_layer_reaches_a_higher_ones_models_at_run_time(path: Path, above: set[str]):
+    found = upward_reaches(path.read_text(), above)
+    assert not found, (
+        f"{path.relative_to(ROOT)} reaches {', '.join(sorted(above))} through the app "
+        "registry or a model label; move that code up (e.g. the admin of bindings' rows "
+        "lives in chat/admin_bindings.py): "
+        + ", ".join(f"line {line}: {what}" for line, what in found)
+    )
+
+
+def test_the_upward_reach_check_can_fail():
+    source = """
+from django.apps import apps
+from django.db import models
+
+def workspace_model():
+    return apps.get_model("chat", "Workspace")
+
+def thread_model():
+    return apps.get_model("chat.Thread")
+
+LABEL = "chat.Membership"
+FOREIGN = models.ForeignKey("chat.Workspace", on_delete=models.CASCADE)
+KEPT = models.ForeignKey("chat.Thread", on_delete=models.DO_NOTHING, db_constraint=False)
+OWN = apps.get_model("bindings", "AppBinding")
+MODULE = "chat.receivers"
+"""
+    assert [what for _, what in upward_reaches(source, {"chat"})] == [
+        "get_model('chat')",
+        "get_model('chat.Thread')",
+        "model label 'chat.Thread'",
+        "model label 'chat.Membership'",
+        "model label 'chat.Workspace'",
+    ]
+    assert upward_reaches(source, {"mcp_bridge"}) == []
 
 
 def test_the_audit_review_knows_every_action_kind():

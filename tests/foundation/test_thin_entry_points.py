@@ -60,6 +60,7 @@ def entry_modules() -> list[Path]:
             if (
                 path.name in ENTRY_FILES
                 or path.name.endswith("_views.py")
+                or path.name.startswith("admin_")  # chat/admin_bindings.py
                 or relative.parts[:2] == ("management", "commands")
                 or relative.parts[0] == "actions"  # the socket's action handlers
             ):
@@ -133,8 +134,14 @@ def f(request, obj, qs):
 
 def test_entry_modules_are_found():
     names = {str(p.relative_to(ROOT)) for p in entry_modules()}
-    assert {"chat/consumers.py", "chat/tasks.py", "chat/receivers.py", "bindings/admin.py"} <= names
-    assert any(n.startswith("bindings/management/commands/") for n in names)
+    assert {
+        "chat/consumers.py",
+        "chat/tasks.py",
+        "chat/receivers.py",
+        "chat/admin.py",
+        "chat/admin_bindings.py",
+        "chat/management/commands/mcp.py",
+    } <= names
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ mcp resource NAME URI [--json]
 mcp call NAME TOOL --args JSON [--json]   (prints the canonical result)
 mcp reseal-grants               (re-encrypt OAuth grants with the newest key; docs/oauth.md)
 
-It lives in `bindings` (not `mcp_bridge`) because `bind` and `import --bind` use the binding
-services, and layers import downwards only. Every change goes through a service that audits
-it (docs/operators.md).
+It lives in `chat` (not `mcp_bridge` or `bindings`) because `bind` and `import --bind` use
+the binding services and name chat's workspaces and threads, and layers import downwards
+only. Every change goes through a service that audits it (docs/operators.md).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from channels.db import database_sync_to_async
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from bindings import scopes
 from bindings import services as binding_services
 from mcp_bridge import gateway, services
 from mcp_bridge.errors import BridgeError
@@ -42,6 +41,8 @@ from mcp_bridge.normalize import (
     text_fallback,
 )
 from mcp_bridge.server_config import ConfigFileError, parse_mcp_servers
+
+from ...models import Thread, Workspace
 
 # Query parameters whose values are hidden by `mcp list` (hosted servers put keys in URLs).
 _SECRET_PARAM = re.compile(r"key|token|secret|pass|auth|sig|session|credential", re.IGNORECASE)
@@ -94,8 +95,8 @@ class _MediaFolder:
         return {"status": "saved", "path": str(path), "size": len(payload.data)}
 
 
-def _workspace(slug: str) -> Any:
-    workspace = scopes.workspace_model().objects.filter(slug=slug).first()
+def _workspace(slug: str) -> Workspace:
+    workspace = Workspace.objects.filter(slug=slug).first()
     if workspace is None:
         raise CommandError(f"No workspace with the slug '{slug}'.")
     return workspace
@@ -240,12 +241,14 @@ class Command(BaseCommand):
         workspace = _workspace(options["workspace"])
         thread = None
         if options["thread"] is not None:
-            thread = scopes.thread_model().objects.filter(pk=options["thread"]).first()
+            thread = Thread.objects.filter(pk=options["thread"]).first()
             if thread is None:
                 raise CommandError(f"No thread with id {options['thread']}.")
         self._ensure_binding(server, workspace, thread, options["auto"] or [])
 
-    def _ensure_binding(self, server: McpServer, workspace: Any, thread: Any, auto: list[str]):
+    def _ensure_binding(
+        self, server: McpServer, workspace: Workspace, thread: Thread | None, auto: list[str]
+    ) -> None:
         outcome = binding_services.binding_ensure(
             server=server, workspace=workspace, thread=thread, auto_tools=auto, actor_label="cli"
         )

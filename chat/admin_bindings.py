@@ -1,4 +1,9 @@
-"""The admin as an operations console for authority: bindings, policies, approvals, audit.
+"""The admin of bindings' rows: app bindings (with their tool policies) and allowances.
+
+It lives in chat, not in bindings, because it shows and picks workspaces and threads by
+name, and those are chat's models (layers import downwards only). The models stay
+bindings': the admin's app label, URLs (``/admin/bindings/…``) and templates are
+bindings'. ``chat/admin.py`` imports this module, so registering it needs nothing else.
 
 Rules this module enforces:
 
@@ -12,8 +17,8 @@ Rules this module enforces:
   call, which only chat may do (``chat.services.approvals.approval_decide``).
 - **Allowances are listed, never edited**: the only change is *Revoke* (staff may revoke
   any allowance, since revoking only narrows; audited with the admin user as actor).
-- Workspaces and threads are chat's: rows keep their ids, and their names are looked up
-  through ``bindings.scopes`` (one subquery per list, no foreign key).
+- Bindings' rows keep workspaces and threads as plain ids (no foreign key): their names
+  come from chat's tables here (one subquery per list).
 """
 
 from __future__ import annotations
@@ -29,15 +34,12 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils import timezone
 
+from bindings import policy, services
+from bindings.models import Allowance, AppBinding, ToolPolicy
 from mcp_bridge.csp import CSP_CATEGORIES, PERMISSION_NAMES, validate_domain
 from mcp_bridge.models import Tool
 
-from . import policy, scopes, services
-from .models import (
-    Allowance,
-    AppBinding,
-    ToolPolicy,
-)
+from .models import Thread, Workspace
 
 VISIBILITY_CHOICES = [("model", "model (offered to the model, /call)"), ("app", "app (its views)")]
 _SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.\-]*$")
@@ -47,10 +49,10 @@ def _actor_id(request: HttpRequest) -> int | None:
     return getattr(request.user, "pk", None)
 
 
-def _with_scope_names(queryset: QuerySet, workspace_id: str, thread_id: str) -> QuerySet:
+def with_scope_names(queryset: QuerySet, workspace_id: str, thread_id: str) -> QuerySet:
     """Annotate ``_workspace_name`` and ``_thread_title`` (lists, search, ordering)."""
-    workspaces = scopes.workspace_model().objects.filter(pk=OuterRef(workspace_id))
-    threads = scopes.thread_model().objects.filter(pk=OuterRef(thread_id))
+    workspaces = Workspace.objects.filter(pk=OuterRef(workspace_id))
+    threads = Thread.objects.filter(pk=OuterRef(thread_id))
     return queryset.annotate(
         _workspace_name=Subquery(workspaces.values("name")[:1]),
         _thread_title=Subquery(threads.values("title")[:1]),
@@ -63,7 +65,7 @@ class WorkspaceFilter(admin.SimpleListFilter):
     field = "workspace_id"
 
     def lookups(self, request, model_admin):
-        rows = scopes.workspace_model().objects.order_by("name").values_list("pk", "name")
+        rows = Workspace.objects.order_by("name").values_list("pk", "name")
         return [(str(pk), name) for pk, name in rows]
 
     def queryset(self, request, queryset):
@@ -137,9 +139,9 @@ class AppBindingForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if "workspace" in self.fields:
-            self.fields["workspace"].queryset = scopes.workspace_model().objects.order_by("name")
+            self.fields["workspace"].queryset = Workspace.objects.order_by("name")
         if "thread" in self.fields:
-            self.fields["thread"].queryset = scopes.thread_model().objects.all()
+            self.fields["thread"].queryset = Thread.objects.all()
         instance = self.instance
         current = list(instance.enabled_tools or []) if instance.pk else []
         if instance.pk:
@@ -395,7 +397,7 @@ class AppBindingAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AppBinding]:
         queryset = super().get_queryset(request).annotate(_policies=Count("policies"))
-        return _with_scope_names(queryset, "workspace_id", "thread_id")
+        return with_scope_names(queryset, "workspace_id", "thread_id")
 
     def get_readonly_fields(self, request: HttpRequest, obj: AppBinding | None = None):
         fixed = ["server", "workspace", "thread"] if obj is not None else []
@@ -631,7 +633,7 @@ class AllowanceAdmin(admin.ModelAdmin):
         return False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Allowance]:
-        return _with_scope_names(super().get_queryset(request), "workspace_id", "thread_id")
+        return with_scope_names(super().get_queryset(request), "workspace_id", "thread_id")
 
     @admin.display(description="workspace", ordering="_workspace_name")
     def workspace(self, obj: Allowance) -> str:
