@@ -245,8 +245,8 @@ def _history(thread: Thread, names: _Names) -> tuple[list[ConversationItem], boo
     several = len(authors) > 1
     model_calls: dict[int, list[ToolCall]] = {}
     timeline: list[tuple[Any, int, Any]] = []
-    for message in messages:
-        timeline.append((message.created_at, 0, message))
+    for posted in messages:
+        timeline.append((posted.created_at, 0, posted))
     for call in calls:
         if call.origin == Origin.MODEL:
             if call.message_id is not None:
@@ -260,12 +260,12 @@ def _history(thread: Thread, names: _Names) -> tuple[list[ConversationItem], boo
     for _, _, row in timeline:
         if isinstance(row, ToolCall):
             text, _ = result_for_model(row)
-            arguments = _compact(row.arguments, 2000)
+            shown = _compact(row.arguments, 2000)
             blocks.append(
                 [
                     UserTurn(
                         f"[{_person(row.requested_by)} ran the tool {row.server.slug}.{row.tool_name} "
-                        f"with {arguments}; it returned:]\n{text}"
+                        f"with {shown}; it returned:]\n{text}"
                     )
                 ]
             )

@@ -171,10 +171,10 @@ class _StepOutput:
             self.partials[event.index] = partial
             await self._open_row(partial)
         elif isinstance(event, ToolCallDelta):
-            partial = self.partials.get(event.index)
-            if partial is not None:
-                partial.arguments += event.fragment
-                partial.dirty = True
+            growing = self.partials.get(event.index)
+            if growing is not None:
+                growing.arguments += event.fragment
+                growing.dirty = True
         elif isinstance(event, ToolCallComplete):
             await self._ensure_message()
             self.completed.append(event)
