@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 FLUSH_INTERVAL = 0.05  # seconds between stored text deltas of one message
 FLUSH_CHARS = 200  # …or as soon as this much text is waiting
 
-# Who stopped a thread's turn (read by the turn's clean-up as it unwinds).
+# Who stopped a thread's turn (set by ``turns.cancel_turn``; read by the turn's clean-up as
+# it unwinds, here and in ``tools``).
 _stopped_by: dict[int, int | None] = {}
 
 

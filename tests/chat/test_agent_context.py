@@ -100,28 +100,22 @@ def test_history_reads_the_thread_as_the_model_sees_it(personas):
     server = factories.McpServerFactory(name="Board", slug="board")
     first = factories.MessageFactory(thread=thread, author=member, text="hi there")
     factories.MessageFactory(thread=thread, author=owner, text="/call board.add {}")
-    factories.ToolCallFactory(
-        thread=thread,
-        server=server,
-        tool_name="add",
-        origin="user",
-        requested_by=owner,
-        arguments={"title": "A"},
-        result={"parts": [{"type": "text", "text": "added"}]},
-    )
+
+    def add(title: str, returned: str, **fields: object) -> None:
+        factories.ToolCallFactory(
+            thread=thread,
+            server=server,
+            tool_name="add",
+            arguments={"title": title},
+            result={"parts": [{"type": "text", "text": returned}]},
+            **fields,
+        )
+
+    add("A", "added", origin="user", requested_by=owner)
     answer = factories.MessageFactory(
         thread=thread, role="assistant", author_label=ASSISTANT_LABEL, text="Done."
     )
-    factories.ToolCallFactory(
-        thread=thread,
-        server=server,
-        tool_name="add",
-        origin="model",
-        message=answer,
-        provider_call_id="call_0",
-        arguments={"title": "B"},
-        result={"parts": [{"type": "text", "text": "added B"}]},
-    )
+    add("B", "added B", origin="model", message=answer, provider_call_id="call_0")
     factories.MessageFactory(
         thread=thread, role="assistant", author_label=ASSISTANT_LABEL, status="error", text="x"
     )
