@@ -111,8 +111,11 @@ async def _run_tool(
 def _parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
         value = json.loads(raw or "{}")
-    except ValueError as exc:
-        return None, f"The arguments were not valid JSON ({exc.msg}); the tool was not run."
+    except (ValueError, RecursionError) as exc:
+        # JSONDecodeError says where; an integer past Python's digit limit or nesting past
+        # the recursion limit raise plain ValueError / RecursionError.
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "too long or too deep"
+        return None, f"The arguments were not valid JSON ({reason}); the tool was not run."
     if not isinstance(value, dict):
         return None, "The arguments must be a JSON object; the tool was not run."
     return value, None

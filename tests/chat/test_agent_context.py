@@ -167,3 +167,20 @@ def test_the_system_prompt_carries_the_views_latest_model_context(personas):
         factories.ThreadFactory(workspace=personas.workspace), several_people=False
     )
     assert "author's name" not in alone and "reports:" not in alone
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ('{"a": ', "Expecting value"),
+        ('{"n": ' + "9" * 5000 + "}", "too long or too deep"),
+        ("[" * 100_000 + "]" * 100_000, "too long or too deep"),
+        ("[1, 2]", "must be a JSON object"),
+    ],
+)
+def test_model_arguments_that_are_not_an_object_are_refused_with_a_reason(raw, reason):
+    from chat.agent.tools import _parse_arguments
+
+    value, error = _parse_arguments(raw)
+    assert value is None
+    assert error is not None and reason in error and "the tool was not run" in error
