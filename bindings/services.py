@@ -116,6 +116,15 @@ def _actor_fields(actor: Any, actor_label: str) -> dict[str, Any]:
     }
 
 
+def _binding_fields(binding: AppBinding) -> dict[str, Any]:
+    """An audit row's binding, its workspace and its server (the thread is the caller's)."""
+    return {
+        "workspace_id": binding.workspace_id,
+        "binding_id": binding.pk,
+        "server_id": binding.server_id,
+    }
+
+
 def _record_binding_event(
     event_type: AuditEventType,
     binding: AppBinding,
@@ -129,10 +138,8 @@ def _record_binding_event(
         event_type=event_type,
         decision=Decision.ALLOWED,
         **_actor_fields(actor, actor_label),
-        workspace_id=binding.workspace_id,
+        **_binding_fields(binding),
         thread_id=binding.thread_id,
-        binding_id=binding.pk,
-        server_id=binding.server_id,
         action="admin" if actor_label == "admin" else "binding",
         reason=reason,
         extra={"via": actor_label or "service", **extra},
@@ -313,9 +320,7 @@ def _policy_record(binding: AppBinding, tool_name: str, **fields: Any) -> None:
     record(
         event_type=AuditEventType.POLICY_CHANGED,
         decision=Decision.ALLOWED,
-        workspace_id=binding.workspace_id,
-        binding_id=binding.pk,
-        server_id=binding.server_id,
+        **_binding_fields(binding),
         tool_name=tool_name,
         **fields,
     )
@@ -1083,10 +1088,8 @@ def _view_permission_record(
         event_type=event_type,
         decision=decision,
         **_actor_fields(actor, ""),
-        workspace_id=binding.workspace_id,
+        **_binding_fields(binding),
         thread_id=thread_id or binding.thread_id,
-        binding_id=binding.pk,
-        server_id=binding.server_id,
         action="view_permission",
         reason=reason,
         extra=extra,
