@@ -116,6 +116,15 @@ def _actor_fields(actor: Any, actor_label: str) -> dict[str, Any]:
     }
 
 
+def _binding_fields(binding: AppBinding) -> dict[str, Any]:
+    """An audit row's binding, its workspace and its server (the thread is the caller's)."""
+    return {
+        "workspace_id": binding.workspace_id,
+        "binding_id": binding.pk,
+        "server_id": binding.server_id,
+    }
+
+
 def _record_binding_event(
     event_type: AuditEventType,
     binding: AppBinding,
@@ -129,10 +138,8 @@ def _record_binding_event(
         event_type=event_type,
         decision=Decision.ALLOWED,
         **_actor_fields(actor, actor_label),
-        workspace_id=binding.workspace_id,
+        **_binding_fields(binding),
         thread_id=binding.thread_id,
-        binding_id=binding.pk,
-        server_id=binding.server_id,
         action="admin" if actor_label == "admin" else "binding",
         reason=reason,
         extra={"via": actor_label or "service", **extra},
@@ -219,19 +226,14 @@ def binding_remove(*, binding_id: int, actor: Any = None, actor_label: str = "")
             approval.decided_at = now
             approval.reason = "binding_removed"
             approval.save(update_fields=["status", "decided_at", "reason"])
-            record(
-                event_type=AuditEventType.APPROVAL_CANCELLED,
+            _approval_record(
+                approval,
+                AuditEventType.APPROVAL_CANCELLED,
                 decision=Decision.REJECTED,
-                **_actor_fields(actor, actor_label),
-                workspace_id=binding.workspace_id,
-                thread_id=approval.thread_id,
-                binding_id=binding.pk,
-                server_id=approval.server_id,
-                tool_name=approval.tool_name,
-                action="approval",
                 reason="binding_removed",
+                workspace_id=binding.workspace_id,
+                **_actor_fields(actor, actor_label),
                 arguments=approval.arguments,
-                extra={"approval_id": approval.pk},
             )
         call_ids = [a.tool_call_id for a in pending if a.tool_call_id is not None]
         if call_ids:
@@ -283,15 +285,11 @@ def tool_policy_set(
                 "visibility_override": visibility_override,
             },
         )
-        record(
-            event_type=AuditEventType.POLICY_CHANGED,
-            decision=Decision.ALLOWED,
+        _policy_record(
+            binding,
+            tool_name,
             actor_kind="user" if actor else "system",
             actor_user_id=getattr(actor, "pk", None),
-            workspace_id=binding.workspace_id,
-            binding_id=binding.pk,
-            server_id=binding.server_id,
-            tool_name=tool_name,
             extra={"risk": risk, "approval": approval, "visibility_override": visibility_override},
         )
     return row
@@ -305,19 +303,27 @@ def tool_policy_remove(
     with transaction.atomic():
         removed, _ = ToolPolicy.objects.filter(binding=binding, tool_name=tool_name).delete()
         if removed:
-            record(
-                event_type=AuditEventType.POLICY_CHANGED,
-                decision=Decision.ALLOWED,
+            _policy_record(
+                binding,
+                tool_name,
                 **_actor_fields(actor, actor_label),
-                workspace_id=binding.workspace_id,
-                binding_id=binding.pk,
-                server_id=binding.server_id,
-                tool_name=tool_name,
                 action="admin" if actor_label == "admin" else "binding",
                 reason="policy_removed",
                 extra={"removed": True, "via": actor_label or "service"},
             )
     return bool(removed)
+
+
+def _policy_record(binding: AppBinding, tool_name: str, **fields: Any) -> None:
+    """Audit a change of a tool's policy under ``binding`` (``fields``: the actor, the
+    action, the reason, the extra, as :func:`audit.writer.record` takes them)."""
+    record(
+        event_type=AuditEventType.POLICY_CHANGED,
+        decision=Decision.ALLOWED,
+        **_binding_fields(binding),
+        tool_name=tool_name,
+        **fields,
+    )
 
 
 @dataclass(frozen=True)
@@ -641,20 +647,16 @@ def approval_create(
             requested_by=requested_by,
             expires_at=timezone.now() + timedelta(seconds=settings.ATRIUM_APPROVAL_TTL),
         )
-        record(
-            event_type=AuditEventType.APPROVAL_REQUESTED,
+        _approval_record(
+            approval,
+            AuditEventType.APPROVAL_REQUESTED,
             decision=Decision.PENDING,
+            reason="approval_required",
+            workspace_id=thread.workspace_id,
             actor_kind=requested_by_kind,
             actor_user_id=getattr(requested_by, "pk", None),
-            workspace_id=thread.workspace_id,
-            thread_id=thread.pk,
-            binding_id=binding.pk,
-            server_id=server_id,
-            tool_name=tool_name,
-            action="approval",
-            reason="approval_required",
             arguments=arguments,
-            extra={"approval_id": approval.pk, "risk": risk},
+            extra={"risk": risk},
         )
     return approval
 
@@ -708,21 +710,46 @@ def approval_record_decision(
     return approval
 
 
-def _refuse_decision(approval: ApprovalRequest, *, decider: Any, role: str | None) -> BindingError:
-    """Audit an attempt to decide by someone who may not (committed with the caller's
-    block: the request stays pending) and explain it."""
+def _approval_record(
+    approval: ApprovalRequest,
+    event_type: AuditEventType,
+    *,
+    decision: Decision,
+    reason: str,
+    action: str = "approval",
+    workspace_id: int | None = None,
+    extra: dict[str, Any] | None = None,
+    **fields: Any,
+) -> None:
+    """Audit a step of an approval request (asked, decided, refused, expired, cancelled):
+    its tool at its binding, in its thread. ``workspace_id``: the binding's, when the caller
+    has it (else read through ``approval.binding``); ``fields``: the actor, the arguments,
+    the latency, as :func:`audit.writer.record` takes them."""
     record(
-        event_type=AuditEventType.APPROVAL_DECISION_REFUSED,
-        decision=Decision.DENIED,
-        **_actor_fields(decider, "user"),
-        workspace_id=approval.binding.workspace_id,
+        event_type=event_type,
+        decision=decision,
+        workspace_id=approval.binding.workspace_id if workspace_id is None else workspace_id,
         thread_id=approval.thread_id,
         binding_id=approval.binding_id,
         server_id=approval.server_id,
         tool_name=approval.tool_name,
-        action="approval",
+        action=action,
+        reason=reason,
+        extra={"approval_id": approval.pk, **(extra or {})},
+        **fields,
+    )
+
+
+def _refuse_decision(approval: ApprovalRequest, *, decider: Any, role: str | None) -> BindingError:
+    """Audit an attempt to decide by someone who may not (committed with the caller's
+    block: the request stays pending) and explain it."""
+    _approval_record(
+        approval,
+        AuditEventType.APPROVAL_DECISION_REFUSED,
+        decision=Decision.DENIED,
         reason="viewer_cannot_act" if role == "viewer" else "not_a_member",
-        extra={"approval_id": approval.pk, "role": role or ""},
+        **_actor_fields(decider, "user"),
+        extra={"role": role or ""},
     )
     return BindingError("forbidden", "Only owners and members can decide approvals.")
 
@@ -831,18 +858,14 @@ def _refuse_allowance(
             f"{approval.tool_name} cannot be allowed in advance: every call needs its own "
             "approval (the server declares it destructive, or an administrator requires it).",
         )
-    record(
-        event_type=AuditEventType.ALLOWANCE_REFUSED,
+    _approval_record(
+        approval,
+        AuditEventType.ALLOWANCE_REFUSED,
         decision=Decision.DENIED,
-        **_actor_fields(decider, "user"),
-        workspace_id=approval.binding.workspace_id,
-        thread_id=approval.thread_id,
-        binding_id=approval.binding_id,
-        server_id=approval.server_id,
-        tool_name=approval.tool_name,
-        action="allowance",
         reason=code,
-        extra={"approval_id": approval.pk, "scope": scope, "role": role or ""},
+        action="allowance",
+        **_actor_fields(decider, "user"),
+        extra={"scope": scope, "role": role or ""},
     )
     return BindingError(code, message)
 
@@ -944,23 +967,15 @@ def _decide(
     approval.reason = reason[:500]
     approval.save(update_fields=["status", "decided_by", "decided_at", "reason"])
     latency = (now - approval.created_at).total_seconds() * 1000
-    record(
-        event_type=(
-            AuditEventType.APPROVAL_APPROVED if approve else AuditEventType.APPROVAL_REJECTED
-        ),
+    _approval_record(
+        approval,
+        AuditEventType.APPROVAL_APPROVED if approve else AuditEventType.APPROVAL_REJECTED,
         decision=Decision.APPROVED if approve else Decision.REJECTED,
+        reason=reason[:200] or ("approved" if approve else "rejected"),
         actor_kind="user",
         actor_user_id=decider.pk,
-        workspace_id=approval.binding.workspace_id,
-        thread_id=approval.thread_id,
-        binding_id=approval.binding_id,
-        server_id=approval.server_id,
-        tool_name=approval.tool_name,
-        action="approval",
-        reason=reason[:200] or ("approved" if approve else "rejected"),
         arguments=approval.arguments,
         latency_ms=latency,
-        extra={"approval_id": approval.pk},
     )
 
 
@@ -968,18 +983,12 @@ def _expire(approval: ApprovalRequest, now: datetime) -> None:
     approval.status = ApprovalStatus.EXPIRED
     approval.decided_at = now
     approval.save(update_fields=["status", "decided_at"])
-    record(
-        event_type=AuditEventType.APPROVAL_EXPIRED,
+    _approval_record(
+        approval,
+        AuditEventType.APPROVAL_EXPIRED,
         decision=Decision.REJECTED,
-        workspace_id=approval.binding.workspace_id,
-        thread_id=approval.thread_id,
-        binding_id=approval.binding_id,
-        server_id=approval.server_id,
-        tool_name=approval.tool_name,
-        action="approval",
         reason="expired",
         arguments=approval.arguments,
-        extra={"approval_id": approval.pk},
     )
     if approval.tool_call_id is not None:
         # Its call ends rejected in this transaction (chat follows the signal).
@@ -1035,15 +1044,12 @@ def app_view_permissions_grant(
     extra = {"permissions": wanted, "tool_call_id": tool_call_id}
     if problem is not None:
         with transaction.atomic():
-            record(
-                event_type=AuditEventType.VIEW_PERMISSION_REFUSED,
+            _view_permission_record(
+                binding,
+                AuditEventType.VIEW_PERMISSION_REFUSED,
                 decision=Decision.DENIED,
-                **_actor_fields(actor, ""),
-                workspace_id=binding.workspace_id,
-                thread_id=thread_id or binding.thread_id,
-                binding_id=binding.pk,
-                server_id=binding.server_id,
-                action="view_permission",
+                actor=actor,
+                thread_id=thread_id,
                 reason=problem[0],
                 extra=extra,
             )
@@ -1056,19 +1062,38 @@ def app_view_permissions_grant(
             actor=actor,
             via="view_permission_prompt",
         )
-        record(
-            event_type=AuditEventType.VIEW_PERMISSION_GRANTED,
+        _view_permission_record(
+            binding,
+            AuditEventType.VIEW_PERMISSION_GRANTED,
             decision=Decision.ALLOWED,
-            **_actor_fields(actor, ""),
-            workspace_id=binding.workspace_id,
-            thread_id=thread_id or binding.thread_id,
-            binding_id=binding.pk,
-            server_id=binding.server_id,
-            action="view_permission",
+            actor=actor,
+            thread_id=thread_id,
             reason="allowed_for_app",
             extra=extra,
         )
     return binding
+
+
+def _view_permission_record(
+    binding: AppBinding,
+    event_type: AuditEventType,
+    *,
+    decision: Decision,
+    actor: Any,
+    thread_id: int | None,
+    reason: str,
+    extra: dict[str, Any],
+) -> None:
+    record(
+        event_type=event_type,
+        decision=decision,
+        **_actor_fields(actor, ""),
+        **_binding_fields(binding),
+        thread_id=thread_id or binding.thread_id,
+        action="view_permission",
+        reason=reason,
+        extra=extra,
+    )
 
 
 # ---------------------------------------------------------------------------- catalogues

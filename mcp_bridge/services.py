@@ -181,15 +181,35 @@ def server_add(
     return server
 
 
-def _audit_server_added(server: McpServer, *, actor: Any, via: str, actor_label: str = "") -> None:
+def _server_record(
+    event_type: AuditEventType,
+    *,
+    actor: Any,
+    actor_label: str = "",
+    decision: Decision = Decision.ALLOWED,
+    action: str | None = None,
+    **fields: Any,
+) -> None:
+    """Audit a change to the servers (or a refused one) by ``actor``, the system when None;
+    an admin's (``actor_label="admin"``) has the action ``admin`` unless ``action`` is given.
+    ``fields``: the rest, as :func:`audit.writer.record` takes them."""
     record(
-        event_type=AuditEventType.SERVER_ADDED,
-        decision=Decision.ALLOWED,
+        event_type=event_type,
+        decision=decision,
         actor_kind="user" if actor else "system",
         actor_user_id=getattr(actor, "pk", None),
         actor_label=actor_label,
+        action=("admin" if actor_label == "admin" else "") if action is None else action,
+        **fields,
+    )
+
+
+def _audit_server_added(server: McpServer, *, actor: Any, via: str, actor_label: str = "") -> None:
+    _server_record(
+        AuditEventType.SERVER_ADDED,
+        actor=actor,
+        actor_label=actor_label,
         server_id=server.pk,
-        action="admin" if actor_label == "admin" else "",
         # Key names only: values may be secrets.
         extra={
             "transport": server.transport,
@@ -247,36 +267,39 @@ def server_save(
         after = server_snapshot(server)
         changed = sorted({k for k in after if after[k] != before[k]} | set(secrets_changed))
         if changed:
-            record(
-                event_type=AuditEventType.SERVER_CHANGED,
-                decision=Decision.ALLOWED,
-                actor_kind="user" if actor else "system",
-                actor_user_id=getattr(actor, "pk", None),
-                actor_label=actor_label,
-                server_id=server.pk,
-                action="admin" if actor_label == "admin" else "",
-                extra={
-                    "via": via,
-                    "changed": changed,
-                    "env_keys": after["env_keys"],
-                    "header_keys": after["header_keys"],
-                },
+            _audit_server_changed(
+                server, actor=actor, actor_label=actor_label, via=via, changed=changed
             )
     return server
+
+
+def _audit_server_changed(
+    server: McpServer, *, actor: Any, via: str, changed: list[str], actor_label: str = ""
+) -> None:
+    """SERVER_CHANGED: the names of the fields that changed, and env / header key names."""
+    _server_record(
+        AuditEventType.SERVER_CHANGED,
+        actor=actor,
+        actor_label=actor_label,
+        server_id=server.pk,
+        extra={
+            "via": via,
+            "changed": changed,
+            "env_keys": sorted(server.env or {}),
+            "header_keys": sorted(server.headers or {}),
+        },
+    )
 
 
 def server_remove(*, server: McpServer, actor: Any, actor_label: str = "") -> None:
     """Remove a server (its catalogue and bindings go with it); its OAuth grants are
     disconnected first (tokens revoked at the provider), all audited."""
     with transaction.atomic():
-        record(
-            event_type=AuditEventType.SERVER_REMOVED,
-            decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+        _server_record(
+            AuditEventType.SERVER_REMOVED,
+            actor=actor,
             actor_label=actor_label,
             server_id=server.pk,
-            action="admin" if actor_label == "admin" else "",
             extra={"via": actor_label or "service", "name": server.name, "slug": server.slug},
         )
         for grant in server.oauth_grants.all():
@@ -287,13 +310,11 @@ def server_remove(*, server: McpServer, actor: Any, actor_label: str = "") -> No
 def server_change_refused(*, actor: Any, attempt: str, method: str, actor_label: str = "") -> None:
     """Audit a staff member's refused attempt to add or reconfigure a server (committed on
     its own: the refusal is the point)."""
-    record(
-        event_type=AuditEventType.SERVER_CHANGE_REFUSED,
-        decision=Decision.DENIED,
-        actor_kind="user",
-        actor_user_id=getattr(actor, "pk", None),
+    _server_record(
+        AuditEventType.SERVER_CHANGE_REFUSED,
+        actor=actor,
         actor_label=actor_label,
-        action="admin" if actor_label == "admin" else "",
+        decision=Decision.DENIED,
         reason="superuser_required",
         extra={"via": actor_label or "service", "attempt": attempt, "method": method},
     )
@@ -340,19 +361,7 @@ def server_update_connection(
             for name in changed:
                 setattr(server, name, wanted[name])
             server.save(update_fields=[*changed, "updated_at"])
-            record(
-                event_type=AuditEventType.SERVER_CHANGED,
-                decision=Decision.ALLOWED,
-                actor_kind="user" if actor else "system",
-                actor_user_id=getattr(actor, "pk", None),
-                server_id=server.pk,
-                extra={
-                    "via": via or "service",
-                    "changed": changed,
-                    "env_keys": sorted(server.env or {}),
-                    "header_keys": sorted(server.headers or {}),
-                },
-            )
+            _audit_server_changed(server, actor=actor, via=via or "service", changed=changed)
     return server, changed
 
 
@@ -381,22 +390,18 @@ def server_import(
         outcomes.append(outcome)
         if outcome.status == "skipped":
             with transaction.atomic():
-                record(
-                    event_type=AuditEventType.SERVER_IMPORT_REFUSED,
+                _server_record(
+                    AuditEventType.SERVER_IMPORT_REFUSED,
+                    actor=actor,
                     decision=Decision.DENIED,
-                    actor_kind="user" if actor else "system",
-                    actor_user_id=getattr(actor, "pk", None),
-                    server_id=None,
                     action="server_import",
                     reason=outcome.error[:200],
                     extra={"name": entry.name[:200], "source": source},
                 )
     with transaction.atomic():
-        record(
-            event_type=AuditEventType.SERVERS_IMPORTED,
-            decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+        _server_record(
+            AuditEventType.SERVERS_IMPORTED,
+            actor=actor,
             action="server_import",
             extra={
                 "source": source,
@@ -546,19 +551,9 @@ def ui_resource_store(
             ),
         )
     meta = parse_resource_ui(item.get("_meta"), listing_meta).to_dict()
-    content_hash = document_hash(text)
     with transaction.atomic():
-        resource, created = UiResource.objects.get_or_create(
-            server=server,
-            uri=uri,
-            content_hash=content_hash,
-            defaults={
-                "mime_type": mime,
-                "flavor": flavor,
-                "text": text,
-                "meta": meta,
-                "size": size,
-            },
+        resource, created = _ui_resource_keep(
+            server=server, uri=uri, mime_type=mime, flavor=flavor, text=text, meta=meta
         )
         if created:
             record(
@@ -567,7 +562,7 @@ def ui_resource_store(
                 server_id=server.pk,
                 extra={
                     "uri": uri,
-                    "hash": content_hash,
+                    "hash": resource.content_hash,
                     "flavor": flavor,
                     "size": resource.size,
                     "csp": meta.get("csp"),
@@ -582,20 +577,28 @@ def ui_resource_store_document(
 ) -> UiResource:
     """Keep a UI document that arrived embedded in a tool result (legacy MCP-UI forms)."""
     flavor = ui_flavor(mime_type, text) or "html"
-    content_hash = document_hash(text)
-    resource, _ = UiResource.objects.get_or_create(
+    resource, _ = _ui_resource_keep(
+        server=server, uri=uri, mime_type=mime_type, flavor=flavor, text=text, meta=meta or {}
+    )
+    return resource
+
+
+def _ui_resource_keep(
+    *, server: McpServer, uri: str, mime_type: str, flavor: str, text: str, meta: dict[str, Any]
+) -> tuple[UiResource, bool]:
+    """The version of ``uri`` with this text (by content hash), stored when new."""
+    return UiResource.objects.get_or_create(
         server=server,
         uri=uri,
-        content_hash=content_hash,
+        content_hash=document_hash(text),
         defaults={
             "mime_type": mime_type,
             "flavor": flavor,
             "text": text,
-            "meta": meta or {},
+            "meta": meta,
             "size": len(text.encode()),
         },
     )
-    return resource
 
 
 def server_record_health(*, server_id: int, error: str | None) -> None:
@@ -665,16 +668,14 @@ def authorization_claim(*, state: str, user: Any, problem: str = "") -> OAuthAut
     elif not pending.filter(used_at__isnull=True).update(used_at=timezone.now()):
         reason, message = "replayed_state", "This sign-in link was already used."
     if reason or found is None:
-        with transaction.atomic():
-            record(
-                event_type=AuditEventType.OAUTH_CALLBACK_REJECTED,
-                decision=Decision.DENIED,
-                actor_kind="user",
-                actor_user_id=getattr(user, "pk", None),
-                server_id=found.server_id if found else None,
-                action="oauth_callback",
-                reason=reason,
-            )
+        _record_sign_in_problem(
+            AuditEventType.OAUTH_CALLBACK_REJECTED,
+            decision=Decision.DENIED,
+            user=user,
+            server_id=found.server_id if found else None,
+            action="oauth_callback",
+            reason=reason,
+        )
         raise OAuthRefused(message, code=reason)
     return found
 
@@ -774,16 +775,39 @@ def grant_disconnect_member(*, user_id: int, reason: str) -> int:
 
 
 def grant_connect_failed(*, server: McpServer, user: Any, reason: str, message: str) -> None:
+    _record_sign_in_problem(
+        AuditEventType.OAUTH_CONNECT_FAILED,
+        decision=Decision.FAILED,
+        user=user,
+        server_id=server.pk,
+        action="oauth_connect",
+        reason=reason,
+        extra={"message": message[:300]},
+    )
+
+
+def _record_sign_in_problem(
+    event_type: AuditEventType,
+    *,
+    decision: Decision,
+    user: Any,
+    server_id: int | None,
+    action: str,
+    reason: str,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Audit a sign-in that was refused or failed, by the person signing in (committed on
+    its own)."""
     with transaction.atomic():
         record(
-            event_type=AuditEventType.OAUTH_CONNECT_FAILED,
-            decision=Decision.FAILED,
+            event_type=event_type,
+            decision=decision,
             actor_kind="user",
             actor_user_id=getattr(user, "pk", None),
-            server_id=server.pk,
-            action="oauth_connect",
+            server_id=server_id,
+            action=action,
             reason=reason,
-            extra={"message": message[:300]},
+            extra=extra,
         )
 
 

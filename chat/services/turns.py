@@ -18,7 +18,7 @@ Event shapes added here (see the agent's module docstring for the whole flow):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from django.db import transaction
 from django.utils import timezone
@@ -31,6 +31,16 @@ from chat.services.turn_lease import check_fence, check_not_superseded
 from chat.thread_events import emit
 
 ASSISTANT_LABEL = "Assistant"
+
+
+class _Posting(TypedDict, total=False):
+    """How a whole assistant message is audited (see :func:`_audit_and_emit`)."""
+
+    # The person whose message started the turn.
+    actor_user_id: int | None
+    # The audit reason; empty: ``ok``, or ``provider_error`` for a message in error.
+    reason: str
+    extra: dict[str, Any] | None
 
 
 def message_create_assistant(
@@ -47,13 +57,7 @@ def message_create_assistant(
     with transaction.atomic():
         check_fence()
         check_not_superseded(thread_id=thread_id, seen=supersede_after)
-        message = Message.objects.create(
-            thread_id=thread_id,
-            role=MessageRole.ASSISTANT,
-            author_label=ASSISTANT_LABEL,
-            text=text,
-            status=status,
-        )
+        message = _create(thread_id=thread_id, text=text, status=status)
         Thread.objects.filter(pk=thread_id).update(updated_at=timezone.now())
         emit(thread_id=thread_id, kind="message", payload=serialize_message(message))
     return message
@@ -74,13 +78,7 @@ def tool_call_emit_input_partial(*, thread_id: int, payload: dict[str, Any]) -> 
 
 
 def message_finish_assistant(
-    *,
-    message_id: int,
-    text: str,
-    status: str = MessageStatus.COMPLETE,
-    actor_user_id: int | None = None,
-    reason: str = "",
-    extra: dict[str, Any] | None = None,
+    *, message_id: int, text: str, status: str = MessageStatus.COMPLETE, **posting: Unpack[_Posting]
 ) -> Message:
     """The final text and status of a streamed message; audited as posted by the model."""
     with transaction.atomic():
@@ -89,46 +87,46 @@ def message_finish_assistant(
         message.text = text
         message.status = status
         message.save(update_fields=["text", "status"])
-        _audit(message, actor_user_id=actor_user_id, reason=reason, extra=extra)
-        emit(thread_id=message.thread_id, kind="message", payload=serialize_message(message))
+        _audit_and_emit(message, **posting)
     return message
 
 
 def message_post_notice(
-    *,
-    thread_id: int,
-    text: str,
-    status: str = MessageStatus.COMPLETE,
-    actor_user_id: int | None = None,
-    reason: str = "",
-    extra: dict[str, Any] | None = None,
+    *, thread_id: int, text: str, status: str = MessageStatus.COMPLETE, **posting: Unpack[_Posting]
 ) -> Message:
     """A whole assistant message at once: a provider error, the step limit, an empty answer."""
     with transaction.atomic():
         check_fence()
-        message = Message.objects.create(
-            thread_id=thread_id,
-            role=MessageRole.ASSISTANT,
-            author_label=ASSISTANT_LABEL,
-            text=text,
-            status=status,
-        )
+        message = _create(thread_id=thread_id, text=text, status=status)
         Thread.objects.filter(pk=thread_id).update(updated_at=message.created_at)
         message = Message.objects.select_related("thread").get(pk=message.pk)
-        _audit(message, actor_user_id=actor_user_id, reason=reason, extra=extra)
-        emit(thread_id=thread_id, kind="message", payload=serialize_message(message))
+        _audit_and_emit(message, **posting)
     return message
 
 
-def _audit(
-    message: Message, *, actor_user_id: int | None, reason: str, extra: dict[str, Any] | None
+def _create(*, thread_id: int, text: str, status: str) -> Message:
+    return Message.objects.create(
+        thread_id=thread_id,
+        role=MessageRole.ASSISTANT,
+        author_label=ASSISTANT_LABEL,
+        text=text,
+        status=status,
+    )
+
+
+def _audit_and_emit(
+    message: Message,
+    *,
+    actor_user_id: int | None = None,
+    reason: str = "",
+    extra: dict[str, Any] | None = None,
 ) -> None:
+    """Audit a finished assistant message as posted by the model, and emit it."""
     failed = message.status == MessageStatus.ERROR
     record(
         event_type=AuditEventType.MESSAGE_POSTED,
         decision=Decision.FAILED if failed else Decision.ALLOWED,
         actor_kind="model",
-        # The person whose message started the turn.
         actor_user_id=actor_user_id,
         actor_label=ASSISTANT_LABEL,
         workspace_id=message.thread.workspace_id,
@@ -141,6 +139,7 @@ def _audit(
             **(extra or {}),
         },
     )
+    emit(thread_id=message.thread_id, kind="message", payload=serialize_message(message))
 
 
 def turn_record_cancelled(*, thread_id: int, user_id: int | None) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from typing import Any
 
 from tests.live import ROOT, LiveAtrium, free_port
 from tests.resilience.support import PrivateRedis, db_rows, reconnect
+from tests.waiting import OutputWatch, WaitTimeout, socket_event
 
 FLEET_SCRIPT = ROOT / "scripts" / "fleet.sh"
 READY_LINE = "The Atrium fleet is running"
@@ -70,32 +70,27 @@ class Fleet:
             "ATRIUM_BIN": str(Path(sys.executable).parent),
         }
         output = var_dir / "fleet.out"
+        output.write_bytes(b"")
         script = subprocess.Popen(
             ["bash", str(FLEET_SCRIPT)],
             cwd=ROOT,
             env=env,
-            stdout=output.open("wb"),
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C is sent to fleet.sh alone, as a terminal would
         )
+        # Its output lines are the event; all of it is kept in `output` too.
+        watch = OutputWatch(script, log=output)
         fleet = cls(server=server, script=script, output=output, redis=redis)
         try:
-            fleet._wait_ready()
+            watch.wait_for(READY_LINE, timeout=120)
+            fleet._list_processes()
         except BaseException:
             fleet.stop()
             raise
         return fleet
 
-    def _wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if READY_LINE in self.output.read_text(errors="replace"):
-                break
-            if self.script.poll() is not None:
-                raise RuntimeError(f"fleet.sh exited:\n{self.output.read_text()}")
-            time.sleep(0.1)
-        else:
-            raise RuntimeError(f"the fleet did not start:\n{self.output.read_text()}")
+    def _list_processes(self) -> None:
         listing = (self.server.var_dir / "fleet" / "processes").read_text().splitlines()
         for line in listing:
             name, pid, *port = line.split()
@@ -128,49 +123,6 @@ class Fleet:
     def log(self, name: str) -> str:
         path = self.server.var_dir / "log" / name
         return path.read_text(errors="replace") if path.exists() else ""
-
-
-SEED = r"""
-import json, sys
-from django.contrib.auth import get_user_model
-from django.test import Client
-from chat import services
-from chat.models import Workspace
-from mcp_bridge import services as bridge
-from bindings import services as binding_services
-
-spec = json.loads(sys.stdin.read())
-U = get_user_model()
-owner = U.objects.create_user("olivia")
-member = U.objects.create_user("marco")
-workspace = services.workspace_create(name="Fleet", owner=owner)
-services.membership_set(workspace=workspace, user=member, role="member")
-Workspace.objects.filter(pk=workspace.pk).update(
-    provider="openai", model="fake-model", provider_base_url=spec["llm"], provider_api_key="sk-x"
-)
-threads = {
-    name: services.thread_create(workspace=workspace, title=name, actor=owner).pk
-    for name in spec["threads"]
-}
-for slug, server in spec["servers"].items():
-    row = bridge.server_add(name=slug.title(), slug=slug, **server)
-    binding_services.binding_create(server=row, workspace=workspace)
-cookies = {}
-for user in (owner, member):
-    client = Client()
-    client.force_login(user)
-    cookies[user.username] = client.cookies["sessionid"].value
-print("SEED=" + json.dumps({"threads": threads, "cookies": cookies}))
-"""
-
-
-def seed_fleet(
-    server: LiveAtrium, *, llm: str, threads: list[str], servers: dict[str, Any]
-) -> dict[str, Any]:
-    spec = {"llm": llm, "threads": threads, "servers": servers}
-    out = server.manage("shell", "-c", SEED, input=json.dumps(spec))
-    line = next(x for x in out.splitlines() if x.startswith("SEED="))
-    return json.loads(line[5:])
 
 
 class Member:
@@ -211,13 +163,30 @@ class Member:
         """The first event (data) matching `predicate`, reconnecting whenever the socket
         drops."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while (left := deadline - time.monotonic()) > 0:
             await self.resume_if_closed()
-            for frame in self.events:
+            for frame in self.earlier:
                 if predicate(frame):
                     return frame["data"]
-            await asyncio.sleep(0.05)
+            frame = await self._event_or_close(predicate, timeout=left)
+            if frame is not None:
+                return frame["data"]
         raise AssertionError(f"no matching event on thread {self.thread}: {self.events[-5:]}")
+
+    async def _event_or_close(self, predicate, *, timeout: float) -> dict[str, Any] | None:
+        """The socket's first event matching `predicate` (one it has, or the next); None
+        when the socket closes first (a match that came with the close is then among
+        `earlier` once resumed) or `timeout` passes."""
+        found = asyncio.ensure_future(socket_event(self.sock, predicate, timeout=timeout))
+        closed = asyncio.ensure_future(self.sock.closed.wait())
+        try:
+            await asyncio.wait({found, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+            found.cancel()
+        with contextlib.suppress(asyncio.CancelledError, WaitTimeout):
+            return await found
+        return None
 
     def sequence_problems(self) -> list[str]:
         """Gaps and duplicates in everything this member received (should be none).

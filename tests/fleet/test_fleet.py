@@ -21,10 +21,10 @@ import httpx
 import pytest
 
 from tests.chat.fake_llm import FakeLLM, openai_text
-from tests.resilience.support import BOARD, FAULTY, MEDIA, PRODUCTION, stdio
+from tests.resilience.support import BOARD, FAULTY, MEDIA, PRODUCTION, seed_workspace, stdio
 from tests.waiting import apoll
 
-from .support import Fleet, Member, is_call, is_message, seed_fleet
+from .support import Fleet, Member, is_call, is_message
 
 pytestmark = [
     pytest.mark.slow,
@@ -59,8 +59,9 @@ def fleet(tmp_path_factory, llm):
         },
     )
     try:
-        fleet.seeded = seed_fleet(
+        fleet.seeded = seed_workspace(
             fleet.server,
+            workspace="Fleet",
             llm=llm.base_url,
             threads=THREADS,
             servers={

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import sqlite3
@@ -67,6 +68,7 @@ import json, sys
 from django.contrib.auth import get_user_model
 from django.test import Client
 from chat import services
+from chat.models import Workspace
 from mcp_bridge import services as bridge
 from bindings import services as binding_services
 
@@ -74,9 +76,16 @@ spec = json.loads(sys.stdin.read())
 U = get_user_model()
 owner = U.objects.create_user("olivia")
 member = U.objects.create_user("marco")
-workspace = services.workspace_create(name="Acme", owner=owner)
+workspace = services.workspace_create(name=spec["workspace"], owner=owner)
 services.membership_set(workspace=workspace, user=member, role="member")
-thread = services.thread_create(workspace=workspace, title="Launch", actor=owner)
+if spec["llm"]:
+    Workspace.objects.filter(pk=workspace.pk).update(
+        provider="openai", model="fake-model", provider_base_url=spec["llm"], provider_api_key="sk-x"
+    )
+threads = {
+    name: services.thread_create(workspace=workspace, title=name, actor=owner).pk
+    for name in spec["threads"]
+}
 for slug, server in spec["servers"].items():
     row = bridge.server_add(name=slug.title(), slug=slug, **server)
     binding_services.binding_create(server=row, workspace=workspace)
@@ -85,16 +94,32 @@ for user in (owner, member):
     client = Client()
     client.force_login(user)
     cookies[user.username] = client.cookies["sessionid"].value
-print("SEED=" + json.dumps({"thread": thread.pk, "cookies": cookies, "workspace": workspace.pk}))
+print("SEED=" + json.dumps({"threads": threads, "cookies": cookies, "workspace": workspace.pk}))
 """
 
 
-def seed_live(server: LiveAtrium, servers: dict[str, Any]) -> dict[str, Any]:
-    import json
-
-    out = server.manage("shell", "-c", SEED, input=json.dumps({"servers": servers}))
+def seed_workspace(
+    server: LiveAtrium,
+    *,
+    servers: dict[str, Any],
+    workspace: str = "Acme",
+    threads: list[str] | tuple[str, ...] = ("Launch",),
+    llm: str = "",
+) -> dict[str, Any]:
+    """Seed a live server (through ``manage.py shell``): olivia owns ``workspace``, marco
+    is a member, ``threads`` by title, ``servers`` (slug: ``server_add`` fields) bound to
+    the workspace, and with ``llm`` the fake OpenAI model at that base URL. Returns
+    ``{"threads": {title: id}, "cookies": {username: sessionid}, "workspace": id}``."""
+    spec = {"workspace": workspace, "threads": list(threads), "servers": servers, "llm": llm}
+    out = server.manage("shell", "-c", SEED, input=json.dumps(spec))
     line = next(x for x in out.splitlines() if x.startswith("SEED="))
     return json.loads(line[5:])
+
+
+def seed_live(server: LiveAtrium, servers: dict[str, Any]) -> dict[str, Any]:
+    """``seed_workspace`` with the one thread "Launch" in "Acme", also as ``thread``."""
+    seeded = seed_workspace(server, servers=servers)
+    return {**seeded, "thread": seeded["threads"]["Launch"]}
 
 
 def stdio(path: Path, **env: str) -> dict[str, Any]:
