@@ -38,13 +38,19 @@ mcp-servers:
 run: $(STAMP)
 	@bash scripts/run.sh
 
+# PYTEST_PARALLEL="-n 2 --dist loadgroup" runs the suite in two pytest-xdist workers: the
+# real-Chromium tests in one, the rest in the other (tests/conftest.py groups them), each
+# with the other core busy. Not the default: on two cores it saves about a tenth of the
+# time (docs/testing.md) and loads every timing-sensitive test.
+PYTEST_PARALLEL ?=
+
 test: $(STAMP) browser nginx mcp-servers
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/check_function_imports.py
-	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # Production on one machine: nginx in front of 3 daphne, 2 Celery workers and beat on
 # PostgreSQL + Redis (docs/fleet.md). Ctrl-C stops it.

@@ -208,7 +208,13 @@ def toolcall_event(status: str | None = None, tool: str | None = None):
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Real-Chromium tests run last: they are the slowest and drive their own event loop
-    (see ``browser``)."""
+    (see ``browser``).
+
+    Under pytest-xdist (``make test PYTEST_PARALLEL="-n 2 --dist loadgroup"``)
+    a worker runs whole groups: the tests without Chromium (the largest group, so xdist,
+    which hands out groups largest first, starts it first), then the compatibility suite
+    of the npm servers after them in the same worker; the other Chromium tests are the
+    other worker's. A Chromium test must never precede an async test in one process."""
     unmarked = [
         item.nodeid
         for item in items
@@ -217,6 +223,14 @@ def pytest_collection_modifyitems(config, items) -> None:
     if unmarked:
         raise pytest.UsageError(f"tests using `browser` must be marked browser: {unmarked[:3]}")
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    for item in items:
+        if not item.get_closest_marker("browser"):
+            group = "processes"
+        elif item.nodeid.startswith("tests/compat/"):
+            group = "browser-compat"
+        else:
+            group = "browser"
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,7 @@ from .. import runtime, waiters
 from ..agent import start_turn
 from ..app_view_bridge import (
     SUPPORTED_FLAVORS,
+    ViewToken,
     call_tool_result,
     permission_request,
     read_view_token,
@@ -208,9 +209,17 @@ async def grant_permissions(ctx: ActionContext, msg: dict[str, Any]) -> dict[str
 # ------------------------------------------------------------------------ view.request
 
 
+def _token_is_this_sockets(ctx: ActionContext, claims: ViewToken | None) -> bool:
+    """The token's signature held and it names this socket's person and thread (no
+    database: whether its view still exists is read with the request)."""
+    return (
+        claims is not None and claims.user_id == ctx.user.pk and claims.thread_id == ctx.thread.pk
+    )
+
+
 def _view_for_token(ctx: ActionContext, token: Any) -> ToolCall:
     claims = read_view_token(token)
-    if claims is None or claims.user_id != ctx.user.pk or claims.thread_id != ctx.thread.pk:
+    if claims is None or not _token_is_this_sockets(ctx, claims):
         app_views.app_view_token_rejected(
             user=ctx.user,
             thread=ctx.thread,
@@ -568,7 +577,8 @@ async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
         raise ViewRequestError("invalid_request", "A view request needs a method.", -32600)
     token = msg.get("token")
     await _limit_view_requests(ctx, token)
-    if method != "tools/call":
+    if method != "tools/call" or not _token_is_this_sockets(ctx, read_view_token(token)):
+        # A forged or foreign token is refused here, answered before the socket's next frame.
         view = await database_sync_to_async(_admitted_view)(ctx, token)
         return await _dispatch(ctx, view, method, params)
 
