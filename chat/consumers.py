@@ -15,7 +15,7 @@ from django.conf import settings
 from audit.types import AuditEventType
 from bindings import services as authority
 
-from . import actions, event_tail, waiters
+from . import actions, call_stops, event_tail, waiters
 from .actions import ActionContext, ActionError, SessionEnded
 from .actions.app_views import DEFERRED
 from .models import Membership
@@ -111,6 +111,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
         # Events other processes store after `last_seq` (the replay covers the ones before).
         event_tail.watch(thread_id=thread.pk, last_seq=thread.last_seq)
+        call_stops.listen()  # stops of calls running here, asked through other processes
         await self.accept()
         await self.send_json(
             {

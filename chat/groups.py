@@ -9,3 +9,13 @@ def thread_group(thread_id: int) -> str:
 def user_group(user_id: int) -> str:
     """Every socket of one user (closed when their session ends: chat.receivers)."""
     return f"user.{user_id}"
+
+
+# Every process that runs tool calls (one channel each, chat.call_stops): a member's "stop"
+# reaches the process running the call, whichever process the member is connected to.
+CALL_RUNNERS = "call-runners"
+
+
+def call_stop_message(call_id: int) -> dict[str, int | str]:
+    """What `CALL_RUNNERS` is sent to stop a call running in another process."""
+    return {"type": "call.stop", "call_id": call_id}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
@@ -29,13 +30,14 @@ from bindings.policy import ActionKind
 from bindings.selectors import call_authority
 from chat import runtime
 from chat.call_runners import claimed_while_running, orphaned_running_calls
+from chat.groups import CALL_RUNNERS, call_stop_message
 from chat.media import normalize_result, staged_parts
 from chat.models import MediaAsset, Message, Thread, ToolCall, ToolCallStatus
 from chat.presenters import serialize_tool_call
 from chat.selectors import tool_calls_queryset
 from chat.services.turn_lease import check_fence
 from chat.tasks import persist_tool_media
-from chat.thread_events import emit
+from chat.thread_events import emit, layer_is_process_local
 from mcp_bridge import gateway
 from mcp_bridge import services as bridge_services
 from mcp_bridge.errors import AuthorizationRequired, BridgeError
@@ -597,6 +599,11 @@ async def tool_call_stop(*, call: ToolCall, user_id: int | None, reason: str) ->
     await database_sync_to_async(tool_call_cancel)(
         call_id=call.pk, actor_user_id=user_id, reason=reason
     )
+    if call.status == ToolCallStatus.RUNNING and not layer_is_process_local():
+        # Running in another process (chat.call_stops): its task is stopped there, which
+        # tells the server; the late result, if any, is dropped.
+        layer = get_channel_layer()
+        await layer.group_send(CALL_RUNNERS, call_stop_message(call.pk))
 
 
 def tool_call_record_progress(
