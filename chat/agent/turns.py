@@ -132,7 +132,7 @@ def _newest_poster(thread_id: int, user: Any, role: str) -> tuple[Any, str]:
         .order_by("-pk")
         .first()
     )
-    if newest is None or newest.author_id == getattr(user, "pk", None):
+    if newest is None or newest.author_id is None or newest.author_id == getattr(user, "pk", None):
         return user, role
     membership = Membership.objects.filter(
         user_id=newest.author_id, workspace__threads=thread_id
