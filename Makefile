@@ -38,11 +38,11 @@ mcp-servers:
 run: $(STAMP)
 	@bash scripts/run.sh
 
-# PYTEST_PARALLEL="-n 2 --dist loadgroup" runs the suite in two pytest-xdist workers: the
-# real-Chromium tests in one, the rest in the other (tests/conftest.py groups them), each
-# with the other core busy. Not the default: on two cores it saves about a tenth of the
-# time (docs/testing.md) and loads every timing-sensitive test.
-PYTEST_PARALLEL ?=
+# The suite runs in two pytest-xdist workers, one per core: the tests without Chromium in
+# one, the real-Chromium tests in the other (tests/conftest.py groups them), so every
+# test runs with the other core busy. PYTEST_PARALLEL= runs it in one process
+# (docs/testing.md).
+PYTEST_PARALLEL ?= -n 2 --dist loadgroup
 
 test: $(STAMP) browser nginx mcp-servers
 	$(BIN)/ruff check .

@@ -210,11 +210,11 @@ def pytest_collection_modifyitems(config, items) -> None:
     """Real-Chromium tests run last: they are the slowest and drive their own event loop
     (see ``browser``).
 
-    Under pytest-xdist (``make test PYTEST_PARALLEL="-n 2 --dist loadgroup"``)
-    a worker runs whole groups: the tests without Chromium (the largest group, so xdist,
-    which hands out groups largest first, starts it first), then the compatibility suite
-    of the npm servers after them in the same worker; the other Chromium tests are the
-    other worker's. A Chromium test must never precede an async test in one process."""
+    Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) a worker runs whole
+    groups: the tests without Chromium (the largest group, so xdist, which hands out
+    groups largest first, starts it first in its worker), the other Chromium tests in the
+    other worker, and the compatibility suite of the npm servers in whichever is free
+    first. A Chromium test must never precede an async test in one process."""
     unmarked = [
         item.nodeid
         for item in items

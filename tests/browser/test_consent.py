@@ -267,7 +267,7 @@ def test_system_monitor_polls_after_one_allow_until_revoked(open_as, consent_wor
     wait_count(page, "done", tool, 1)  # the approved poll's answer
     asked = count(page, "awaiting", tool)
     done = count(page, "done", tool)
-    wait_count(page, "done", tool, done + 10)  # ten more polls…
+    wait_count(page, "done", tool, done + 3)  # more polls (one every 2 s)…
     assert count(page, "awaiting", tool) == asked  # …and not one asked
     expect(pending_cards(page)).to_have_count(0)
 
@@ -278,7 +278,7 @@ def test_system_monitor_polls_after_one_allow_until_revoked(open_as, consent_wor
     row = view_row(page, "get-system-info")
     wait_ready(page, row)
     _start_polling(app_frame(row))
-    wait_count(page, "done", tool, 3)
+    wait_count(page, "done", tool, 2)
     assert count(page, "awaiting", tool) == 0
     expect(pending_cards(page)).to_have_count(0)
 
@@ -293,7 +293,7 @@ def test_system_monitor_polls_after_one_allow_until_revoked(open_as, consent_wor
     assert [(r["decision"], r["reason"]) for r in revoked] == [("allowed", "revoked")]
     polls = audit(consent_world, tool_name=tool, action="app_tool_call")
     reasons = [r["reason"] for r in polls]
-    assert reasons.count("allowance") >= 13, reasons
+    assert reasons.count("allowance") >= 5, reasons
     # After the revocation, no poll ran on the allowance.
     after = reasons[len(reasons) - 1 - reasons[::-1].index("allowance") + 1 :]
     assert after and set(after) == {"approval_required"}, reasons

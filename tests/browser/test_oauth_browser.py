@@ -209,8 +209,14 @@ def test_connect_card_and_pages_in_dark_theme(world: World, pages: Any, screensh
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_admin_grants_and_refusal_page(world: World, pages: Any, screenshots: Path, scheme: str):
     page = pages("olivia", color_scheme=scheme)
+    # Her own grant, made here: what the earlier tests of the module left is theirs.
+    page.goto(f"{world.atrium.app_origin}/admin/mcp_bridge/mcpserver/{world.server}/change/")
+    with page.expect_popup() as opened:
+        page.click("button:has-text('Connect my account')")
+    _consent(opened.value, "Allow as Alice")
+    opened.value.close()
     page.goto(f"{world.atrium.app_origin}/admin/mcp_bridge/oauthgrant/")
-    expect(page.locator("#result_list")).to_be_visible()
+    expect(page.locator("#result_list")).to_contain_text("olivia")
     expect(page.locator("#result_list")).not_to_contain_text(TOKEN_PREFIX)
     page.screenshot(path=str(screenshots / f"oauth-admin-grants-{scheme}.png"))
     page.goto(f"{world.atrium.app_origin}/admin/mcp_bridge/mcpserver/{world.server}/change/")
