@@ -217,8 +217,8 @@ def _token_is_this_sockets(ctx: ActionContext, claims: ViewToken | None) -> bool
     )
 
 
-def _view_for_token(ctx: ActionContext, token: Any) -> ToolCall:
-    claims = read_view_token(token)
+def _view_for_token(ctx: ActionContext, claims: ViewToken | None) -> ToolCall:
+    """The view a token's claims (read once per request, ``read_view_token``) name."""
     if claims is None or not _token_is_this_sockets(ctx, claims):
         app_views.app_view_token_rejected(
             user=ctx.user,
@@ -236,11 +236,11 @@ def _view_for_token(ctx: ActionContext, token: Any) -> ToolCall:
     return view
 
 
-def _admitted_view(ctx: ActionContext, token: Any) -> ToolCall:
+def _admitted_view(ctx: ActionContext, claims: ViewToken | None) -> ToolCall:
     """The member's session and membership (re-read) and the view the token names: one
     trip to the database thread for what every view request checks first."""
     admit(ctx)
-    return _view_for_token(ctx, token)
+    return _view_for_token(ctx, claims)
 
 
 def _authorize_view(ctx, view, kind, **kwargs) -> authority.Authorization:
@@ -284,7 +284,9 @@ def _kind(method: str, params: dict[str, Any], default: ActionKind) -> ActionKin
     return COMPAT_KINDS.get((method, _compat(params) or ""), default)
 
 
-async def _tools_call(ctx: ActionContext, token: Any, params: dict[str, Any]) -> dict[str, Any]:
+async def _tools_call(
+    ctx: ActionContext, claims: ViewToken | None, params: dict[str, Any]
+) -> dict[str, Any]:
     name = params.get("name")
     arguments = params.get("arguments") or {}
     kind = _kind("tools/call", params, ActionKind.APP_TOOL_CALL)
@@ -293,7 +295,7 @@ async def _tools_call(ctx: ActionContext, token: Any, params: dict[str, Any]) ->
     def request() -> tool_calls.CallRequest:
         # On the database thread, in the decision's trip: the session, membership and token
         # are checked, then the call is decided and recorded (one trip, not four).
-        view = _admitted_view(ctx, token)
+        view = _admitted_view(ctx, claims)
         if not isinstance(name, str) or not isinstance(arguments, dict):
             raise _refuse(
                 ctx,
@@ -418,17 +420,20 @@ def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> Message:
     return message
 
 
+def _refuse_oversized(
+    ctx, view: ToolCall, kind: ActionKind, value: Any, limit: int, what: str
+) -> None:
+    """A view's stored value (model context, widget state) over its size limit is refused
+    and audited before it is decided."""
+    if len(json.dumps(value, default=str)) > limit:
+        message = f"{what} is limited to {limit // 1024} KB."
+        raise _refuse(ctx, view, kind, "too_large", message, POLICY_DENIED)
+
+
 def _update_model_context(ctx, view: ToolCall, params: dict[str, Any]) -> None:
     context = {k: params[k] for k in ("content", "structuredContent") if k in params}
-    if len(json.dumps(context, default=str)) > MAX_MODEL_CONTEXT_BYTES:
-        raise _refuse(
-            ctx,
-            view,
-            ActionKind.UI_UPDATE_MODEL_CONTEXT,
-            "too_large",
-            "Model context is limited to 64 KB.",
-            POLICY_DENIED,
-        )
+    kind = ActionKind.UI_UPDATE_MODEL_CONTEXT
+    _refuse_oversized(ctx, view, kind, context, MAX_MODEL_CONTEXT_BYTES, "Model context")
     auth = app_views.app_view_model_context_set(
         view=view, user=ctx.user, role=ctx.membership.role, thread=ctx.thread, context=context
     )
@@ -486,15 +491,8 @@ def _download(ctx, view: ToolCall, params: dict[str, Any]) -> None:
 
 def _set_widget_state(ctx, view: ToolCall, params: dict[str, Any]) -> None:
     state = params.get("state")
-    if len(json.dumps(state, default=str)) > MAX_WIDGET_STATE_BYTES:
-        raise _refuse(
-            ctx,
-            view,
-            ActionKind.WIDGET_STATE,
-            "too_large",
-            "Widget state is limited to 64 KB.",
-            POLICY_DENIED,
-        )
+    kind = ActionKind.WIDGET_STATE
+    _refuse_oversized(ctx, view, kind, state, MAX_WIDGET_STATE_BYTES, "Widget state")
     auth = app_views.app_view_widget_state_set(
         view=view, user=ctx.user, role=ctx.membership.role, thread=ctx.thread, state=state
     )
@@ -522,9 +520,8 @@ async def _limit(ctx: ActionContext, buckets: list[tuple[str, str]], what: str) 
         )
 
 
-async def _limit_view_requests(ctx: ActionContext, token: Any) -> None:
+async def _limit_view_requests(ctx: ActionContext, claims: ViewToken | None) -> None:
     """Before any database work: every request of a view, and of a person, is rate limited."""
-    claims = read_view_token(token)
     await _limit(
         ctx,
         [
@@ -575,11 +572,11 @@ async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
     if not isinstance(method, str):
         raise ViewRequestError("invalid_request", "A view request needs a method.", -32600)
-    token = msg.get("token")
-    await _limit_view_requests(ctx, token)
-    if method != "tools/call" or not _token_is_this_sockets(ctx, read_view_token(token)):
+    claims = read_view_token(msg.get("token"))
+    await _limit_view_requests(ctx, claims)
+    if method != "tools/call" or not _token_is_this_sockets(ctx, claims):
         # A forged or foreign token is refused here, answered before the socket's next frame.
-        view = await database_sync_to_async(_admitted_view)(ctx, token)
+        view = await database_sync_to_async(_admitted_view)(ctx, claims)
         return await _dispatch(ctx, view, method, params)
 
     # A tool call may wait (approval, a slow tool): answer from a task, keep the socket free.
@@ -587,7 +584,7 @@ async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
 
     async def answer() -> None:
         try:
-            result = await _tools_call(ctx, token, params)
+            result = await _tools_call(ctx, claims, params)
             reply = {"type": "reply", "rid": rid, "ok": True, "result": result}
         except SessionEnded:
             if ctx.end_session is not None:
@@ -624,11 +621,11 @@ DEFERRED = object()
 async def view_notify(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     method = msg.get("method")
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-    token = msg.get("token")
-    await _limit_view_requests(ctx, token)
+    claims = read_view_token(msg.get("token"))
+    await _limit_view_requests(ctx, claims)
 
     def notified() -> None:
-        view = _admitted_view(ctx, token)
+        view = _admitted_view(ctx, claims)
         if method == "notifications/message":
             _log_message(ctx, view, params)
 
