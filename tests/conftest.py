@@ -4,6 +4,7 @@ the websocket helpers, one Chromium for the run, and the --repeat option for fla
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -223,8 +224,14 @@ def pytest_collection_modifyitems(config, items) -> None:
     if unmarked:
         raise pytest.UsageError(f"tests using `browser` must be marked browser: {unmarked[:3]}")
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    # Under the production profile the Chromium tests are skipped, but for one: nothing
+    # runs beside the rest, whose live servers share the machine's numbered Redis
+    # databases (tests/live.py counts them per process). One group, one worker.
+    production = os.environ.get("ATRIUM_PROFILE") == "production"
     for item in items:
-        if not item.get_closest_marker("browser"):
+        if production:
+            group = "production"
+        elif not item.get_closest_marker("browser"):
             group = "processes"
         elif item.nodeid.startswith("tests/compat/"):
             group = "browser-compat"
