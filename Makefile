@@ -39,10 +39,10 @@ run: $(STAMP)
 	@bash scripts/run.sh
 
 # The suite runs in two pytest-xdist workers, one per core: the tests without Chromium in
-# one, the real-Chromium tests in the other (tests/conftest.py groups them), so every
+# one, the real-Chromium tests in the other (tests/conftest.py, worker_group), so every
 # test runs with the other core busy. PYTEST_PARALLEL= runs it in one process
 # (docs/testing.md).
-PYTEST_PARALLEL ?= -n 2 --dist loadgroup
+PYTEST_PARALLEL ?= -n 2
 
 test: $(STAMP) browser nginx mcp-servers
 	$(BIN)/ruff check .

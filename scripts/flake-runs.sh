@@ -17,7 +17,7 @@ suites=(
 )
 for n in $(seq 1 "$runs"); do
   start=$(date +%s)
-  .venv/bin/pytest -q -n 2 --dist loadgroup -p no:cacheprovider "${suites[@]}" "$@" \
+  .venv/bin/pytest -q -n 2 -p no:cacheprovider "${suites[@]}" "$@" \
     >"$logs/run-$n.log" 2>&1
   status=$?
   summary=$(tail -n 1 "$logs/run-$n.log")

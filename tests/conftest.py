@@ -207,15 +207,48 @@ def toolcall_event(status: str | None = None, tool: str | None = None):
     return match
 
 
+def chromium_module(nodeid: str) -> bool:
+    """Where the real-Chromium tests live: tests/browser/, tests/compat/ and modules named
+    ``*_browser.py`` (the collection hook below holds every test to it)."""
+    path = nodeid.split("::", 1)[0]
+    return path.startswith(("tests/browser/", "tests/compat/")) or path.endswith("_browser.py")
+
+
+def worker_group(nodeid: str) -> str:
+    """The pytest-xdist unit a test runs in (``make test``: ``-n 2``). A worker runs whole
+    groups: the tests without Chromium (the largest, so xdist, which hands out units
+    largest first, starts it first in its worker), the other Chromium tests in the other
+    worker, and the compatibility suite of the npm servers in whichever is free first. A
+    Chromium test must never precede an async test in one process (see ``browser``).
+
+    Under the production profile the Chromium tests are skipped, but for one, and nothing
+    runs beside the rest: their live servers share the machine's numbered Redis databases
+    (tests/live.py counts them per process). One group, one worker."""
+    if os.environ.get("ATRIUM_PROFILE") == "production":
+        return "production"
+    if not chromium_module(nodeid):
+        return "processes"
+    return "browser-compat" if nodeid.startswith("tests/compat/") else "browser"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Units by ``worker_group``, decided from the test's id in the controller process.
+    (Not xdist's ``xdist_group`` mark: pytest-xdist 3.6–3.8 writes the group into
+    ``item._nodeid``, which pytest 9 no longer reads, so the mark groups nothing.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkerGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return WorkerGroups(config, log)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Real-Chromium tests run last: they are the slowest and drive their own event loop
-    (see ``browser``).
-
-    Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) a worker runs whole
-    groups: the tests without Chromium (the largest group, so xdist, which hands out
-    groups largest first, starts it first in its worker), the other Chromium tests in the
-    other worker, and the compatibility suite of the npm servers in whichever is free
-    first. A Chromium test must never precede an async test in one process."""
+    (see ``browser``). Every test using Chromium is marked ``browser`` and lives where
+    ``chromium_module`` says, and every test there is marked (the xdist units rely on it)."""
     unmarked = [
         item.nodeid
         for item in items
@@ -223,21 +256,17 @@ def pytest_collection_modifyitems(config, items) -> None:
     ]
     if unmarked:
         raise pytest.UsageError(f"tests using `browser` must be marked browser: {unmarked[:3]}")
+    misplaced = [
+        item.nodeid
+        for item in items
+        if (item.get_closest_marker("browser") is not None) != chromium_module(item.nodeid)
+    ]
+    if misplaced:
+        raise pytest.UsageError(
+            "browser-marked tests live in tests/browser/, tests/compat/ or *_browser.py "
+            f"modules, and only they: {misplaced[:3]}"
+        )
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
-    # Under the production profile the Chromium tests are skipped, but for one: nothing
-    # runs beside the rest, whose live servers share the machine's numbered Redis
-    # databases (tests/live.py counts them per process). One group, one worker.
-    production = os.environ.get("ATRIUM_PROFILE") == "production"
-    for item in items:
-        if production:
-            group = "production"
-        elif not item.get_closest_marker("browser"):
-            group = "processes"
-        elif item.nodeid.startswith("tests/compat/"):
-            group = "browser-compat"
-        else:
-            group = "browser"
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

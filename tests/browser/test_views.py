@@ -466,13 +466,16 @@ def test_board_moves_and_deletes_with_approval(open_as, world, screenshots):
     expect(app.locator('.column[data-column="todo"] .card[data-id="ATR-101"]')).to_be_visible()
 
     # The card's "move right" control calls the app-only move_item through the server.
+    synced = app.locator("#subtitle").inner_text()  # "3 tasks · v4 · synced …"
     card.hover()
     card.get_by_role("button", name=re.compile("to In progress")).click()
     expect(app.locator('.column[data-column="doing"] .card[data-id="ATR-101"]')).to_be_visible()
+    # The move shows at once (optimistic); the server's answer brings a new board version,
+    # and the call's decision was audited before it ran.
+    expect(app.locator("#subtitle")).not_to_have_text(synced)
+    expect(app.locator("#subtitle")).to_contain_text(re.compile(r"v\d+"))
     moves = audit(world, tool_name="move_item", actor_kind="app_view")
     assert any(m["decision"] == "allowed" for m in moves), moves
-    # The optimistic move was confirmed by the server's answer (a new board version).
-    expect(app.locator("#subtitle")).to_contain_text(re.compile(r"v\d+"))
 
     # Delete needs approval: the app's request waits, another member approves it.
     other = open_as("marco")
