@@ -235,7 +235,8 @@ def worker_group(nodeid: str) -> str:
 def pytest_xdist_make_scheduler(config, log):
     """Units by ``worker_group``, decided from the test's id in the controller process.
     (Not xdist's ``xdist_group`` mark: pytest-xdist 3.6–3.8 writes the group into
-    ``item._nodeid``, which pytest 9 no longer reads, so the mark groups nothing.)"""
+    ``item._nodeid``, which pytest 9 no longer reads, so the mark groups nothing:
+    pytest-xdist issue 1386.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class WorkerGroups(LoadScopeScheduling):
