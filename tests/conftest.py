@@ -215,20 +215,17 @@ def chromium_module(nodeid: str) -> bool:
 
 
 def worker_group(nodeid: str) -> str:
-    """The pytest-xdist unit a test runs in (``make test``: ``-n 2``). A worker runs whole
-    groups: the tests without Chromium (the largest, so xdist, which hands out units
-    largest first, starts it first in its worker), the other Chromium tests in the other
-    worker, and the compatibility suite of the npm servers in whichever is free first. A
-    Chromium test must never precede an async test in one process (see ``browser``).
+    """The pytest-xdist unit a test runs in (``make test``: ``-n 2``): the tests without
+    Chromium in one worker, the Chromium tests (the npm compatibility suite included) in
+    the other. Two units for two workers, so each worker takes one whole: a Chromium test
+    must never precede an async test in one process (see ``browser``).
 
     Under the production profile the Chromium tests are skipped, but for one, and nothing
     runs beside the rest: their live servers share the machine's numbered Redis databases
-    (tests/live.py counts them per process). One group, one worker."""
+    (tests/live.py counts them per process). One unit, one worker."""
     if os.environ.get("ATRIUM_PROFILE") == "production":
         return "production"
-    if not chromium_module(nodeid):
-        return "processes"
-    return "browser-compat" if nodeid.startswith("tests/compat/") else "browser"
+    return "chromium" if chromium_module(nodeid) else "processes"
 
 
 @pytest.hookimpl(optionalhook=True)
