@@ -519,6 +519,10 @@ def test_legacy_raw_html_and_remote_dom(open_as, world, screenshots):
     entry = app.locator("#log li", has_text="legacy_echo").first
     expect(entry.locator(".state")).to_have_text("done", timeout=15_000)
     expect(entry.locator("pre")).to_contain_text("Echo: ping from the test")
+    # Render data went once: the frame's first resize, 150 ms after mounting, changes no
+    # render data and sends none (it used to re-render the view, and the page moved under
+    # the click above).
+    expect(app.locator("#log li .kind", has_text="render")).to_have_count(1)
     calls = audit(world, tool_name="legacy_echo")
     assert any(c["action"] == "legacy_tool" and c["decision"] == "allowed" for c in calls), calls
     shot(page, screenshots, "legacy-raw-html")

@@ -21,8 +21,15 @@ function renderData() {
   });
 }
 
-function sendRenderData() {
-  this.legacyPost("ui-lifecycle-iframe-render-data", undefined, { renderData: this.renderData() });
+/* Render data when the view asks for it (`always`: ready, ui-request-render-data), else
+ * only when it differs from what the view last got: a host-context change that leaves it
+ * as it was (a resize at the same maxHeight) must not make a legacy view render again. */
+function sendRenderData(always) {
+  var renderData = this.renderData();
+  var sent = JSON.stringify(renderData);
+  if (!always && sent === this.renderDataSent) return;
+  this.renderDataSent = sent;
+  this.legacyPost("ui-lifecycle-iframe-render-data", undefined, { renderData: renderData });
 }
 
 function onLegacy(msg) {
@@ -51,13 +58,13 @@ function onLegacy(msg) {
       if (this.protocol === "legacy" && !this.ready) {
         this.resultKey = this.pendingResult ? this.pendingResultKey() : null;
         this.markReady();
-        this.sendRenderData();
+        this.sendRenderData(true);
       }
       return;
     case "ui-request-render-data":
       this.protocol = this.protocol || "legacy";
       ack();
-      this.sendRenderData();
+      this.sendRenderData(true);
       return;
     case "ui-size-change":
       this.onSize(payload);
