@@ -111,9 +111,18 @@ class Fleet:
             self.script.send_signal(signal.SIGINT)
         try:
             return self.script.wait(timeout=60)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
+            # Evidence before the kill: what fleet.sh and its children were doing.
+            processes = subprocess.run(
+                ["ps", "-o", "pid,ppid,stat,wchan:20,etime,args", "-g", str(self.script.pid)],
+                capture_output=True,
+                text=True,
+            ).stdout
             os.killpg(self.script.pid, signal.SIGKILL)
-            raise
+            tail = self.output.read_text(errors="replace")[-3000:]
+            raise AssertionError(
+                f"fleet.sh did not stop within 60 s of Ctrl-C\n{processes}\n{tail}"
+            ) from exc
         finally:
             self.redis.stop()
 
