@@ -215,7 +215,7 @@ def chromium_module(nodeid: str) -> bool:
 
 
 def worker_group(nodeid: str) -> str:
-    """The pytest-xdist unit a test runs in (``make test``: ``-n 2``): the tests without
+    """The pytest-xdist unit a test runs in (``PYTEST_PARALLEL="-n 2"``): the tests without
     Chromium in one worker, the Chromium tests (the npm compatibility suite included) in
     the other. Two units for two workers, so each worker takes one whole: a Chromium test
     must never precede an async test in one process (see ``browser``).
