@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The flake check of docs/testing.md: the browser and live-server suites, N runs in a row
-# (default 20) in two pytest-xdist workers, as `make test` runs them, so every test runs
+# (default 20) in two pytest-xdist workers (PYTEST_PARALLEL="-n 2"), so every test runs
 # with the other core busy. Stops at the first failing run; its output stays in
 # test-artifacts/flake-runs/run-<n>.log.
 #   bash scripts/flake-runs.sh [N] [extra pytest arguments...]
