@@ -44,9 +44,14 @@ upstreams=""
 for port in "${DAPHNE_PORTS[@]}"; do
   upstreams+="        server 127.0.0.1:$port max_fails=1 fail_timeout=5s;"$'\n'
 done
+# nginx's workers run as whoever runs the fleet, as daphne does: started by root, nginx
+# would switch them to "nobody", who cannot write the proxy spool under a private var dir.
+worker_user=""
+[ "$(id -u)" = 0 ] && worker_user="user $(id -un) $(id -gn);"$'\n'
 # The template's placeholders, replaced line by line (paths may hold any character but "|").
 while IFS= read -r line; do
   if [ "$line" = "@UPSTREAMS@" ]; then printf '%s' "$upstreams"; continue; fi
+  if [ "$line" = "@WORKER_USER@" ]; then printf '%s' "$worker_user"; continue; fi
   line=${line//@RUN@/$RUN}
   line=${line//@LOG@/$LOG}
   line=${line//@LISTEN@/127.0.0.1:$PORT}

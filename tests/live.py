@@ -36,6 +36,45 @@ PYTHON = sys.executable
 DAPHNE_MAX_MESSAGE = 8 * 1024 * 1024
 
 
+def memory_kib(pid: int) -> dict[str, int]:
+    """A process's resident set now (VmRSS) and at its peak (VmHWM), in KiB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmHWM", "VmRSS"):
+            fields[name] = int(value.split()[0])
+    return fields
+
+
+def reset_peak_memory(pid: int) -> None:
+    """Start VmHWM over from the current RSS (Linux: ``clear_refs`` 5)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+class RssGrowth:
+    """How far some processes' resident sets grew, at their peak, above where they were on
+    entering the ``with`` block (VmHWM, reset on entry: nothing is missed between samples)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.growth_kib: dict[int, int] = {}
+
+    def __enter__(self) -> RssGrowth:
+        self.baselines = {pid: memory_kib(pid)["VmRSS"] for pid in self.pids}
+        for pid in self.pids:
+            reset_peak_memory(pid)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.growth_kib = {
+            pid: memory_kib(pid)["VmHWM"] - baseline for pid, baseline in self.baselines.items()
+        }
+
+    def most_mib(self) -> float:
+        """The largest growth of any of the processes, in MiB."""
+        return max(self.growth_kib.values()) / 1024
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -21,8 +21,9 @@ import httpx
 import pytest
 
 from tests.chat.fake_llm import FakeLLM, openai_text
+from tests.live import RssGrowth
 from tests.resilience.support import BOARD, FAULTY, MEDIA, PRODUCTION, seed_workspace, stdio
-from tests.waiting import apoll
+from tests.waiting import apoll, poll
 
 from .support import Fleet, Member, is_call, is_message
 
@@ -37,6 +38,7 @@ pytestmark = [
 
 APPROVAL_TTL = 3  # seconds
 THREADS = ["approval", "turn", "call", "media"]
+MIB = 1024 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -356,6 +358,41 @@ async def _worker_persisting(fleet: Fleet, workers, logs_before):
     return await apoll(
         taker, timeout=60, interval=0.01, reason="two workers' log files (either may take it)"
     )
+
+
+# ---------------------------------------------------------------------- media download
+
+
+def test_a_stalled_download_waits_in_nginx_not_in_a_daphne(fleet):
+    # The 60 MB video the previous test persisted. Daphne applies no backpressure
+    # (django/daphne#170): unbuffered, what the reader has not taken would wait in daphne.
+    ((asset_id, size),) = fleet.rows(
+        "select id, size from chat_mediaasset where status = 'ready' order by size desc limit 1"
+    )
+    assert size >= 50 * MIB, size
+    cookies = {"sessionid": fleet.seeded["cookies"]["olivia"]}
+    daphnes = [p.pid for p in fleet.named("daphne") if p.alive()]
+    url = f"{fleet.server.app_origin}/media/{asset_id}/"
+    with (
+        RssGrowth(daphnes) as growth,
+        httpx.Client(cookies=cookies, timeout=60) as client,
+        client.stream("GET", url) as response,
+    ):
+        assert response.status_code == 200
+        assert response.headers["content-length"] == str(size)
+        body = response.iter_bytes()
+        received = len(next(body))
+        # The reader stalls until daphne has written nearly all of the body; it is in
+        # nginx's spool (socket buffers hold the rest).
+        poll(
+            lambda: fleet.spooled_bytes() >= size - 16 * MIB,
+            timeout=60,
+            reason="nginx's spool files: nothing signals that they grew",
+        )
+        for chunk in body:
+            received += len(chunk)
+    assert received == size
+    assert growth.most_mib() < 16, f"a daphne grew {growth.most_mib():.1f} MiB"
 
 
 # ------------------------------------------------------------------------------ shutdown
