@@ -118,10 +118,16 @@ echo
 alive_daphnes=$DAPHNES
 while :; do
   set +e
-  wait -n -p gone "${pids[@]}"
+  # Any child: every background job here is one of the fleet's processes. (Naming them once
+  # got "wait: <pid>: no such job" back, for a child bash had already reaped.)
+  wait -n -p gone
   code=$?
   set -e
-  [ -n "${gone:-}" ] || continue
+  if [ -z "${gone:-}" ]; then
+    # A signal cut the wait short (its trap has run), or no child is left to wait for.
+    [ "$code" = 127 ] && stop
+    continue
+  fi
   name=${names[$gone]}
   echo "$(date -u +%H:%M:%S) $name (pid $gone) exited with status $code; see $LOG/" >&2
   remaining=()

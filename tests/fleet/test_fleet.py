@@ -392,7 +392,12 @@ def test_a_stalled_download_waits_in_nginx_not_in_a_daphne(fleet):
         for chunk in body:
             received += len(chunk)
     assert received == size
-    assert growth.most_mib() < 16, f"a daphne grew {growth.most_mib():.1f} MiB"
+    # Not the whole file: daphne still buffers while it writes faster than nginx reads
+    # (0-16 MiB quiet, 35-41 MiB with both cores busy, 2026-11-24), as in
+    # tests/chat/test_media_e2e.py; what nginx spares it is holding the body for as long as
+    # the reader stalls.
+    growth_mib, size_mib = growth.most_mib(), size / MIB
+    assert growth_mib < size_mib * 0.8, f"a daphne grew {growth_mib:.1f} MiB for {size_mib:.0f}"
 
 
 # ------------------------------------------------------------------------------ shutdown
