@@ -15,6 +15,11 @@
 - The body is an *async* iterator of 256 KiB reads. (Django's ``FileResponse`` iterates
   synchronously, and under ASGI Django consumes synchronous streaming content with
   ``sync_to_async(list)`` — the whole file in memory. This never does.)
+- Behind nginx (``ATRIUM_MEDIA_ACCEL_REDIRECT`` set, docs/fleet.md) the view decides
+  access, 304 and 416 and answers every other request with ``X-Accel-Redirect``: nginx
+  sends the file and applies the same range rules (one range, ``If-Range`` against this
+  ETag), and copies this response's headers. Daphne applies no backpressure to a body,
+  so a slow reader would otherwise make it hold the rest of the file in memory.
 
 """
 
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.files.storage import default_storage
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -147,6 +153,8 @@ def _serve(request: HttpRequest, asset_id: int, variant: Variant) -> HttpRespons
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end}/{size}"
     length = end - start + 1 if size else 0
+    if settings.ATRIUM_MEDIA_ACCEL_REDIRECT:
+        return _accel_redirect(name, headers)
     if request.method == "HEAD":
         return _bodiless(status, headers, length=length)
     response = StreamingHttpResponse(
@@ -155,6 +163,18 @@ def _serve(request: HttpRequest, asset_id: int, variant: Variant) -> HttpRespons
     for key, value in headers.items():
         response[key] = value
     response["Content-Length"] = str(length)
+    return response
+
+
+def _accel_redirect(name: str, headers: dict[str, str]) -> HttpResponse:
+    """An empty answer that has nginx send the stored file: nginx keeps Content-Type,
+    Content-Disposition and Cache-Control, copies the other headers (deploy/nginx), and
+    adds Content-Length, Accept-Ranges and, for a range, the 206 and Content-Range."""
+    response = HttpResponse(content_type=headers["Content-Type"])
+    for key, value in headers.items():
+        if key not in ("Accept-Ranges", "Content-Range"):  # nginx's own
+            response[key] = value
+    response["X-Accel-Redirect"] = settings.ATRIUM_MEDIA_ACCEL_REDIRECT + quote(name)
     return response
 
 

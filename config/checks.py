@@ -54,6 +54,11 @@ def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error | Warning]:
     app = urlsplit(settings.ATRIUM_APP_ORIGIN)
     sandbox = urlsplit(settings.ATRIUM_SANDBOX_ORIGIN.replace("*.", "x.", 1))
     errors.extend(_sandbox_site_checks(app.hostname or "", settings.SANDBOX_DOMAIN))
+    errors.extend(
+        media_accel_checks(
+            settings.ATRIUM_MEDIA_ACCEL_REDIRECT, settings.STORAGES["default"]["BACKEND"]
+        )
+    )
     if app.scheme != "https" or sandbox.scheme != "https":
         errors.append(
             Error(
@@ -64,6 +69,32 @@ def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error | Warning]:
     if "*" in settings.ALLOWED_HOSTS:
         errors.append(Error("ALLOWED_HOSTS contains '*'.", id="atrium.E008"))
     return errors
+
+
+def media_accel_checks(prefix: str, storage_backend: str) -> list[Error]:
+    """X-Accel-Redirect names a path below an nginx location that serves MEDIA_ROOT: it
+    needs a location prefix, and files on this machine's disk."""
+    if not prefix:
+        return []
+    if not (prefix.startswith("/") and prefix.endswith("/")):
+        return [
+            Error(
+                f"ATRIUM_MEDIA_ACCEL_REDIRECT={prefix!r} is not a location prefix.",
+                hint="Use the internal nginx location that serves MEDIA_ROOT, e.g. "
+                "/_media_files/ (deploy/nginx/fleet.conf).",
+                id="atrium.E011",
+            )
+        ]
+    if storage_backend != "django.core.files.storage.FileSystemStorage":
+        return [
+            Error(
+                "ATRIUM_MEDIA_ACCEL_REDIRECT needs media on the local file system.",
+                hint=f"The default storage is {storage_backend}: unset "
+                "ATRIUM_MEDIA_ACCEL_REDIRECT, and daphne streams media itself.",
+                id="atrium.E011",
+            )
+        ]
+    return []
 
 
 def _sandbox_site_checks(app_host: str, sandbox_domain: str) -> list[Error | Warning]:

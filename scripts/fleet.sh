@@ -31,6 +31,10 @@ export ATRIUM_SANDBOX_ORIGIN=${ATRIUM_SANDBOX_ORIGIN:-http://*.localhost:$PORT}
 export PYTHONUNBUFFERED=1
 VAR=$(realpath -m "${ATRIUM_VAR_DIR:-var}")
 export ATRIUM_VAR_DIR=$VAR
+# nginx sends media files itself, from the settings' default MEDIA_ROOT (docs/fleet.md).
+MEDIA_ROOT=$(realpath -m "${MEDIA_ROOT:-$VAR/media}")
+export MEDIA_ROOT
+export ATRIUM_MEDIA_ACCEL_REDIRECT=/_media_files/
 RUN=$VAR/fleet
 LOG=$VAR/log
 mkdir -p "$RUN/nginx-temp" "$LOG"
@@ -54,6 +58,7 @@ while IFS= read -r line; do
   if [ "$line" = "@WORKER_USER@" ]; then printf '%s' "$worker_user"; continue; fi
   line=${line//@RUN@/$RUN}
   line=${line//@LOG@/$LOG}
+  line=${line//@MEDIA_ROOT@/$MEDIA_ROOT}
   line=${line//@LISTEN@/127.0.0.1:$PORT}
   printf '%s\n' "$line"
 done <deploy/nginx/fleet.conf >"$RUN/nginx.conf"

@@ -532,7 +532,7 @@ def test_range_requests_and_streaming_downloads(scenario):
     # reads: daphne applies no backpressure (django/daphne#170), Twisted queues what the
     # reader has not taken yet (28 MiB seen with both cores busy, 2026-11-24, against a
     # bound of 20 then), so the bound is below the file's size. Behind nginx the fleet
-    # spools media downloads instead (tests/fleet: a stalled reader).
+    # has nginx send the file instead (X-Accel-Redirect, tests/fleet).
     assert growth_mib < LARGE_MB * 0.8, f"daphne grew {growth_mib:.1f} MiB while serving 50 MiB"
 
 

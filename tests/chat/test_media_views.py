@@ -97,6 +97,32 @@ async def test_members_get_the_file_with_safe_headers(world):
     assert "sandbox" in csp and "default-src 'none'" in csp and "script-src" not in csp
 
 
+async def test_behind_nginx_the_view_decides_and_nginx_sends_the_file(world, settings):
+    settings.ATRIUM_MEDIA_ACCEL_REDIRECT = "/_media_files/"
+    asset = await database_sync_to_async(persisted)(world, WAV, "audio", "audio/wav", "tone.wav")
+    owner = await client_for(world.owner)
+    for headers in ({}, {"Range": "bytes=0-11"}):
+        response = await owner.get(f"/media/{asset.pk}/", headers=headers)
+        assert response.status_code == 200 and response.content == b""
+        assert response["X-Accel-Redirect"] == f"/_media_files/{asset.storage_path}"
+        # The headers nginx copies onto the file it sends (deploy/nginx/fleet.conf).
+        assert response["Content-Type"] == "audio/wav"
+        assert response["Content-Disposition"] == 'inline; filename="tone.wav"'
+        assert response["ETag"] == f'"{asset.sha256}"'
+        assert response["X-Content-Type-Options"] == "nosniff"
+        assert "sandbox" in response["Content-Security-Policy"]
+        assert "Content-Range" not in response and "Accept-Ranges" not in response
+    # Access, 304 and 416 are still this view's answers.
+    etag = f'"{asset.sha256}"'
+    assert (
+        await owner.get(f"/media/{asset.pk}/", headers={"If-None-Match": etag})
+    ).status_code == 304
+    unsatisfiable = await owner.get(f"/media/{asset.pk}/", headers={"Range": f"bytes={len(WAV)}-"})
+    assert unsatisfiable.status_code == 416 and "X-Accel-Redirect" not in unsatisfiable
+    outsider = await client_for(world.outsider)
+    assert (await outsider.get(f"/media/{asset.pk}/")).status_code == 404
+
+
 async def test_outsiders_anonymous_and_unfinished_media_get_404(world):
 
     ready = await database_sync_to_async(persisted)(world, PNG, "image", "image/png")

@@ -126,21 +126,6 @@ class Fleet:
         finally:
             self.redis.stop()
 
-    def spooled_bytes(self) -> int:
-        """What nginx's workers hold in proxy temp files now. nginx unlinks a temp file as
-        it creates it, so the files are found through the workers' open descriptors."""
-        (nginx,) = self.named("nginx")
-        workers = Path(f"/proc/{nginx.pid}/task/{nginx.pid}/children").read_text().split()
-        spool = str(self.server.var_dir / "fleet" / "nginx-temp" / "proxy")
-        total = 0
-        for worker in workers:
-            with contextlib.suppress(FileNotFoundError):
-                for descriptor in Path(f"/proc/{worker}/fd").iterdir():
-                    with contextlib.suppress(OSError):
-                        if os.readlink(descriptor).startswith(spool):
-                            total += descriptor.stat().st_size
-        return total
-
     def rows(self, sql: str) -> list[tuple]:
         return db_rows(self.server, sql)
 

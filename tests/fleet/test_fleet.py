@@ -12,6 +12,7 @@ one worker).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import threading
 import time
@@ -23,7 +24,7 @@ import pytest
 from tests.chat.fake_llm import FakeLLM, openai_text
 from tests.live import RssGrowth
 from tests.resilience.support import BOARD, FAULTY, MEDIA, PRODUCTION, seed_workspace, stdio
-from tests.waiting import apoll, poll
+from tests.waiting import apoll
 
 from .support import Fleet, Member, is_call, is_message
 
@@ -39,6 +40,17 @@ pytestmark = [
 APPROVAL_TTL = 3  # seconds
 THREADS = ["approval", "turn", "call", "media"]
 MIB = 1024 * 1024
+# What the app says of a media file and nginx must pass on (chat/media_views.py).
+APP_MEDIA_HEADERS = (
+    "content-type",
+    "content-disposition",
+    "cache-control",
+    "etag",
+    "x-content-type-options",
+    "content-security-policy",
+    "cross-origin-resource-policy",
+    "vary",
+)
 
 
 @pytest.fixture(scope="module")
@@ -363,41 +375,52 @@ async def _worker_persisting(fleet: Fleet, workers, logs_before):
 # ---------------------------------------------------------------------- media download
 
 
-def test_a_stalled_download_waits_in_nginx_not_in_a_daphne(fleet):
-    # The 60 MB video the previous test persisted. Daphne applies no backpressure
-    # (django/daphne#170): unbuffered, what the reader has not taken would wait in daphne.
-    ((asset_id, size),) = fleet.rows(
-        "select id, size from chat_mediaasset where status = 'ready' order by size desc limit 1"
+def test_nginx_sends_media_files_with_the_apps_headers_and_ranges(fleet):
+    # The 60 MB video the previous test persisted.
+    ((asset_id, size, sha256),) = fleet.rows(
+        "select id, size, sha256 from chat_mediaasset where status = 'ready' "
+        "order by size desc limit 1"
     )
     assert size >= 50 * MIB, size
     cookies = {"sessionid": fleet.seeded["cookies"]["olivia"]}
-    daphnes = [p.pid for p in fleet.named("daphne") if p.alive()]
-    url = f"{fleet.server.app_origin}/media/{asset_id}/"
+    path = f"/media/{asset_id}/"
+    daphnes = [p for p in fleet.named("daphne") if p.alive()]
+    # A daphne checks access and answers with the redirect and the headers, no body.
+    direct = httpx.get(
+        f"http://127.0.0.1:{daphnes[0].port}{path}",
+        cookies=cookies,
+        headers={"Host": f"localhost:{fleet.server.port}"},
+    )
+    assert direct.status_code == 200 and direct.content == b"", direct.status_code
+    assert direct.headers["x-accel-redirect"].startswith("/_media_files/")
+
+    url = f"{fleet.server.app_origin}{path}"
+    digest = hashlib.sha256()
     with (
-        RssGrowth(daphnes) as growth,
+        RssGrowth([p.pid for p in daphnes]) as growth,
         httpx.Client(cookies=cookies, timeout=60) as client,
-        client.stream("GET", url) as response,
     ):
-        assert response.status_code == 200
-        assert response.headers["content-length"] == str(size)
-        body = response.iter_bytes()
-        received = len(next(body))
-        # The reader stalls until daphne has written nearly all of the body; it is in
-        # nginx's spool (socket buffers hold the rest).
-        poll(
-            lambda: fleet.spooled_bytes() >= size - 16 * MIB,
-            timeout=60,
-            reason="nginx's spool files: nothing signals that they grew",
-        )
-        for chunk in body:
-            received += len(chunk)
-    assert received == size
-    # Not the whole file: daphne still buffers while it writes faster than nginx reads
-    # (0-16 MiB quiet, 35-41 MiB with both cores busy, 2026-11-24), as in
-    # tests/chat/test_media_e2e.py; what nginx spares it is holding the body for as long as
-    # the reader stalls.
-    growth_mib, size_mib = growth.most_mib(), size / MIB
-    assert growth_mib < size_mib * 0.8, f"a daphne grew {growth_mib:.1f} MiB for {size_mib:.0f}"
+        with client.stream("GET", url) as response:
+            assert response.status_code == 200
+            assert response.headers["content-length"] == str(size)
+            for header in APP_MEDIA_HEADERS:
+                assert response.headers.get(header) == direct.headers[header], header
+            assert "x-accel-redirect" not in response.headers
+            for chunk in response.iter_bytes():
+                digest.update(chunk)
+        etag = direct.headers["etag"]
+        tail = client.get(url, headers={"Range": f"bytes={size - 16}-"})
+        assert tail.status_code == 206 and len(tail.content) == 16
+        assert tail.headers["content-range"] == f"bytes {size - 16}-{size - 1}/{size}"
+        kept = client.get(url, headers={"Range": "bytes=0-3", "If-Range": etag})
+        assert kept.status_code == 206 and len(kept.content) == 4
+        assert client.get(url, headers={"If-None-Match": etag}).status_code == 304
+        assert client.get(url, headers={"Range": f"bytes={size}-"}).status_code == 416
+        assert httpx.get(url).status_code == 404  # no session: the app's answer
+    assert digest.hexdigest() == sha256
+    # The body never went through a daphne (sent by daphne, 35-41 MiB of it waited in
+    # daphne's memory with both cores busy).
+    assert growth.most_mib() < 16, f"a daphne grew {growth.most_mib():.1f} MiB"
 
 
 # ------------------------------------------------------------------------------ shutdown

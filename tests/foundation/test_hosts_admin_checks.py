@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from config.checks import media_accel_checks
+
 ROOT = Path(__file__).resolve().parents[2]
 SANDBOX_HOST = "board.localhost:8000"
 
@@ -236,6 +238,7 @@ def test_deploy_check_passes_a_safe_production_env(tmp_path):
         ({"ATRIUM_PUBLIC_SUFFIX_LIST": "/nonexistent/list.dat"}, "atrium.E009"),
         ({"ATRIUM_APP_ORIGIN": "http://chat.example.com"}, "atrium.E007"),
         ({"ALLOWED_HOSTS": "*"}, "atrium.E008"),
+        ({"ATRIUM_MEDIA_ACCEL_REDIRECT": "_media_files"}, "atrium.E011"),
     ],
 )
 def test_deploy_check_fails_loudly_on_unsafe_production_env(tmp_path, change, error_id):
@@ -245,6 +248,18 @@ def test_deploy_check_fails_loudly_on_unsafe_production_env(tmp_path, change, er
     result = _check_deploy(env)
     assert result.returncode != 0
     assert error_id in result.stdout + result.stderr
+
+
+def test_media_accel_redirect_needs_a_location_and_local_files():
+    local = "django.core.files.storage.FileSystemStorage"
+    assert media_accel_checks("", "storages.backends.s3.S3Storage") == []
+    assert media_accel_checks("/_media_files/", local) == []
+    for prefix, backend in (
+        ("_media_files/", local),
+        ("/_media_files", local),
+        ("/_media_files/", "storages.backends.s3.S3Storage"),
+    ):
+        assert [e.id for e in media_accel_checks(prefix, backend)] == ["atrium.E011"]
 
 
 def test_a_views_policy_never_names_the_app_or_a_sandbox(settings):
