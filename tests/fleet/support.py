@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,19 @@ class Process:
         return state != "Z"
 
 
+@contextlib.contextmanager
+def default_sigint() -> Iterator[None]:
+    """Children started inside take SIGINT as from a terminal, even when this test run was
+    started with SIGINT ignored (a background job of a non-interactive shell, `nohup`):
+    bash cannot trap a signal that was ignored when it started, so fleet.sh would never
+    hear the test's Ctrl-C. A Python handler is reset to the default action by exec."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @dataclass
 class Fleet:
     """A running `scripts/fleet.sh`; `server` is a LiveAtrium whose port is nginx's."""
@@ -71,14 +85,15 @@ class Fleet:
         }
         output = var_dir / "fleet.out"
         output.write_bytes(b"")
-        script = subprocess.Popen(
-            ["bash", str(FLEET_SCRIPT)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C is sent to fleet.sh alone, as a terminal would
-        )
+        with default_sigint():
+            script = subprocess.Popen(
+                ["bash", str(FLEET_SCRIPT)],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C goes to fleet.sh alone: its children ignore it
+            )
         # Its output lines are the event; all of it is kept in `output` too.
         watch = OutputWatch(script, log=output)
         fleet = cls(server=server, script=script, output=output, redis=redis)
