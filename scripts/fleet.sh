@@ -49,7 +49,8 @@ for port in "${DAPHNE_PORTS[@]}"; do
   upstreams+="        server 127.0.0.1:$port max_fails=1 fail_timeout=5s;"$'\n'
 done
 # nginx's workers run as whoever runs the fleet, as daphne does: started by root, nginx
-# would switch them to "nobody", who cannot write the proxy spool under a private var dir.
+# would switch them to "nobody", who can neither read the media files nor write the temp
+# files under a private var dir.
 worker_user=""
 [ "$(id -u)" = 0 ] && worker_user="user $(id -un) $(id -gn);"$'\n'
 # The template's placeholders, replaced line by line (paths may hold any character but "|").
