@@ -38,11 +38,9 @@ mcp-servers:
 run: $(STAMP)
 	@bash scripts/run.sh
 
-# PYTEST_PARALLEL="-n 2" runs the suite in two pytest-xdist workers: the tests without
-# Chromium in one, the real-Chromium tests in the other (tests/conftest.py, worker_group).
-# Not the default: with the other core busy, daphne buffers a whole 50 MiB download for
-# the slower reader (no backpressure; docs/testing.md), which the media test refuses.
-PYTEST_PARALLEL ?=
+# Two pytest-xdist workers: the tests without Chromium in one, the real-Chromium tests in
+# the other (tests/conftest.py, worker_group; docs/testing.md). PYTEST_PARALLEL= runs one.
+PYTEST_PARALLEL ?= -n 2
 
 test: $(STAMP) browser nginx mcp-servers
 	$(BIN)/ruff check .

@@ -8,7 +8,7 @@ RT_P50_ADDED_MS = 3.0
 RT_P99_ADDED_MS = 15.0
 FANOUT_P99_MS = 50.0
 MEDIA_PLACEHOLDER_MS = 200.0
-MEDIA_RSS_GROWTH_MIB = 16.0  # daphne: the base64 text streams to a spool file
+MEDIA_RSS_GROWTH_MIB = 16.0  # web server: the base64 text streams to a spool file
 MEDIA_WORKER_RATIO = 1.0  # the worker: one decoded copy at most
 RENDER_MS = 150.0
 VIEWMOUNT_P50_MS = 500.0
@@ -92,7 +92,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
     fl = results.get("fleet")
     if fl:
-        spread = "/".join(str(n) for n in fl["sockets_per_daphne"].values())
+        spread = "/".join(str(n) for n in fl["sockets_per_web_process"].values())
         out.append(
             _row(
                 f"fleet {fl['clients']} clients via nginx",
@@ -105,7 +105,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 and fl["lost_events"] == 0
                 and fl["duplicate_events"] == 0
                 and fl["missing_final_events"] == 0
-                and len(fl["sockets_per_daphne"]) == fl["daphnes"],
+                and len(fl["sockets_per_web_process"]) == fl["web_processes"],
             )
         )
     md = results.get("media")
@@ -122,7 +122,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
         out.append(
             _row(
-                f"{md['megabytes']} MB media daphne peak RSS",
+                f"{md['megabytes']} MB media web server peak RSS",
                 f"+{md['rss_growth_mib']:.1f} MiB",
                 f"raw JSON {md['raw_json_mib']:.0f} MiB",
                 f"x{md['rss_growth_mib'] / md['raw_json_mib']:.2f} of the raw text",

@@ -2,7 +2,7 @@
 
 50 members hold a websocket each; the owner runs a tool (`tool.call`) `rounds` times. For
 every member and every final `toolcall` event: receive time (client clock, taken when the
-frame arrives) minus send time (the daphne process handing the committed event to the
+frame arrives) minus send time (the web process handing the committed event to the
 channel layer, recorded by bench.probe). Same machine, same clock.
 """
 

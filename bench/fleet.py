@@ -1,11 +1,11 @@
-"""`fleet` (issue 15): 600 websocket clients through nginx, spread over the fleet's 3 daphne
+"""`fleet` (issue 15): 600 websocket clients through nginx, spread over the fleet's 3 web
 processes (`scripts/fleet.sh`, production profile), each making UI tool calls.
 
 The same measurement as `concurrency` (bench/concurrency.py: every client opens its
 thread's board view with its own token and makes `--per-client` `tools/call` requests,
 all at once; 0 errors, 0 lost events, contiguous sequences for everyone), but every socket
 goes through nginx's round robin, so members of one thread sit on different processes
-and every event crosses Redis. nginx's access log says which daphne served each socket.
+and every event crosses Redis. nginx's access log says which web process served each socket.
 
     python -m bench.fleet --clients 600     # under scripts/with-production-services.sh
 """
@@ -65,8 +65,8 @@ def run(*, clients: int, threads: int, per_client: int) -> dict[str, Any]:
             concurrency.run(fleet.server, seeded, clients=clients, calls=per_client)
         )
         result["wall_s"] = time.monotonic() - started
-        result["sockets_per_daphne"] = _sockets_per_daphne(fleet)
-        result["daphnes"] = len(fleet.named("daphne"))
+        result["sockets_per_web_process"] = _sockets_per_web_process(fleet)
+        result["web_processes"] = len(fleet.named("web"))
         result["nofile_limit"] = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     finally:
         fleet.stop()
@@ -75,11 +75,11 @@ def run(*, clients: int, threads: int, per_client: int) -> dict[str, Any]:
     return result
 
 
-def _sockets_per_daphne(fleet: Fleet) -> dict[str, int]:
-    """Websockets each daphne served (nginx logs a socket when it closes)."""
+def _sockets_per_web_process(fleet: Fleet) -> dict[str, int]:
+    """Websockets each web process served (nginx logs a socket when it closes)."""
     log = fleet.log("nginx-access.log")
     counts = collections.Counter(SOCKET_LINE.findall(log))
-    names = {str(p.port): p.name for p in fleet.named("daphne")}
+    names = {str(p.port): p.name for p in fleet.named("web")}
     return {names.get(port, port): count for port, count in sorted(counts.items())}
 
 

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import websockets
 
-from tests.live import PYTHON, ROOT, LiveAtrium, wait_for_http
+from tests.live import PYTHON, ROOT, LiveAtrium, memory_kib, reset_peak_memory, wait_for_http
 
 BOARD = ROOT / "examples" / "board" / "server.py"
 MEDIA = ROOT / "examples" / "media" / "server.py"
@@ -43,10 +43,10 @@ def summary(values: list[float]) -> dict[str, float]:
 
 @dataclass
 class BenchAtrium(LiveAtrium):
-    """A LiveAtrium whose daphne runs under bench.probe (timestamps in a JSON-lines file)."""
+    """A LiveAtrium whose web server runs under bench.probe (timestamps in a JSON-lines file)."""
 
     profile_out: Path | None = None
-    daphne: subprocess.Popen | None = None
+    web: subprocess.Popen | None = None
     created_db: str = ""
 
     @property
@@ -65,16 +65,15 @@ class BenchAtrium(LiveAtrium):
         env["ATRIUM_BENCH_PROBE"] = str(self.probe_file)
         if self.profile_out is not None:
             env["ATRIUM_BENCH_PYINSTRUMENT"] = str(self.profile_out)
-        log = open(self.var_dir / "daphne.log", "ab")  # noqa: SIM115 (held by the child)
-        self.daphne = subprocess.Popen(
-            [PYTHON, "-m", "bench.probe", "-b", "127.0.0.1", "-p", str(self.port)]
-            + ["config.asgi:application"],
+        log = open(self.var_dir / "server.log", "ab")  # noqa: SIM115 (held by the child)
+        self.web = subprocess.Popen(
+            [PYTHON, "-m", "bench.probe", "--port", str(self.port)],
             cwd=ROOT,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        self.processes.append(self.daphne)
+        self.processes.append(self.web)
         if worker:
             self.start_worker()
         wait_for_http(f"{self.app_origin}/login/")
@@ -96,22 +95,19 @@ class BenchAtrium(LiveAtrium):
         return [r for r in rows if ev is None or r.get("ev") == ev]
 
     def status(self, key: str) -> int:
-        """A /proc/<daphne>/status figure in KiB (VmRSS, VmHWM...)."""
-        assert self.daphne is not None
-        for line in Path(f"/proc/{self.daphne.pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-        raise KeyError(key)
+        """A /proc/<web server>/status figure in KiB (VmRSS, VmHWM...)."""
+        assert self.web is not None
+        return memory_kib(self.web.pid)[key]
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time the daphne process has used so far."""
-        assert self.daphne is not None
-        fields = Path(f"/proc/{self.daphne.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        """User + system CPU time the web server process has used so far."""
+        assert self.web is not None
+        fields = Path(f"/proc/{self.web.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def reset_peak_rss(self) -> None:
-        assert self.daphne is not None
-        Path(f"/proc/{self.daphne.pid}/clear_refs").write_text("5")
+        assert self.web is not None
+        reset_peak_memory(self.web.pid)
 
 
 SEED = r"""

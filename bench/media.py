@@ -3,12 +3,12 @@
 Clock: from the raw result arriving at the host (bench.probe records when
 `gateway.call_tool` returns) to the client receiving the final `toolcall` event, whose
 media part is a placeholder (`asset.status == "staged"`) until the worker stores it.
-Memory: the daphne process's peak RSS (VmHWM, reset through /proc/<pid>/clear_refs just
+Memory: the web process's peak RSS (VmHWM, reset through /proc/<pid>/clear_refs just
 before the call) minus its RSS before the call: the transport streams the base64 text to a
 spool file as it arrives, so the budget is a flat 16 MiB (the floor beside it is the raw
 JSON text, what a process holding the result once would need). The Celery worker's peak RSS
 growth (same method, until the media is ready) against one decoded copy. Also reported:
-daphne's RSS once the worker has stored the media, minus its RSS before (nothing should
+the web server's RSS once the worker has stored the media, minus its RSS before (nothing should
 still hold the payload).
 """
 
@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from pathlib import Path
 from typing import Any
+
+from tests.live import memory_kib, reset_peak_memory
 
 from .harness import BenchAtrium, Seeded, connect
 
@@ -42,8 +43,8 @@ async def run(server: BenchAtrium, seeded: Seeded, *, megabytes: int = 50) -> di
         await _final(sock, reply["result"]["toolCallId"], 120)
     await asyncio.sleep(1.0)
     worker = _worker_pid(server)
-    worker_before = _status(worker, "VmRSS")
-    _reset_peak(worker)
+    worker_before = memory_kib(worker)["VmRSS"]
+    reset_peak_memory(worker)
     rss_before = server.status("VmRSS")
     server.reset_peak_rss()
     started = time.time()
@@ -83,7 +84,7 @@ async def run(server: BenchAtrium, seeded: Seeded, *, megabytes: int = 50) -> di
                     break
             await asyncio.sleep(0.2)
     rss_after_ready = server.status("VmRSS")
-    worker_peak = _status(worker, "VmHWM")
+    worker_peak = memory_kib(worker)["VmHWM"]
     await sock.close()
     return {
         "megabytes": megabytes,
@@ -107,18 +108,6 @@ async def run(server: BenchAtrium, seeded: Seeded, *, megabytes: int = 50) -> di
 def _worker_pid(server: BenchAtrium) -> int:
     (worker,) = [p for p in server.processes if "celery" in p.args and "worker" in p.args]
     return worker.pid
-
-
-def _status(pid: int, key: str) -> int:
-    """A /proc/<pid>/status figure in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    raise KeyError(key)
-
-
-def _reset_peak(pid: int) -> None:
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 async def _final(sock, call_id: int, timeout: float) -> tuple[float, dict[str, Any]]:

@@ -1,7 +1,8 @@
-"""Daphne with a few timestamps recorded for the benchmarks (bench-only; no product code).
+"""The web server with a few timestamps recorded for the benchmarks (bench-only; no product
+code).
 
-`python -m bench.probe <daphne args>` sets Django up, wraps two module attributes, and runs
-daphne's own command line. With ``ATRIUM_BENCH_PROBE=<file>`` it appends one JSON line per
+`python -m bench.probe --port N` sets Django up, wraps two module attributes, and runs the
+server as `python -m config.serve` does. With ``ATRIUM_BENCH_PROBE=<file>`` it appends one JSON line per
 observation:
 
 - ``{"ev": "broadcast", "seq", "kind", "t"}`` when a committed thread event is handed to
@@ -105,10 +106,9 @@ def main() -> None:
                 print(f"gc gen2 {elapsed:.1f} ms collected {info.get('collected')}", flush=True)
 
         gc.callbacks.append(on_gc)
-    from daphne.cli import CommandLineInterface
+    from config import serve
 
-    sys.argv = ["daphne", *sys.argv[1:]]
-    CommandLineInterface.entrypoint()
+    serve.main(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """UI `tools/call` round trip through the host vs a direct `mcp` client call (DESIGN §9).
 
-Host path: a real websocket client → daphne → view token → bindings policy + audit →
+Host path: a real websocket client → uvicorn → view token → bindings policy + audit →
 ToolCall + thread events → the MCP server over stdio → result normalized, stored,
 broadcast → `reply`. Floor: an `mcp` client calling the same tool of the same server code
 over stdio. Host and direct calls alternate in batches so both see the same machine noise.
@@ -80,12 +80,12 @@ async def run(
         await host_batch(BATCH, keep=False)  # warm-up: connections, caches, JIT-free paths
         await direct_batch(BATCH, keep=False)
         cpu_before = server.cpu_seconds()
-        threads_before = thread_cpu(server.daphne.pid)
+        threads_before = thread_cpu(server.web.pid)
         while len(host) < calls:
             await host_batch(min(BATCH, calls - len(host)), keep=True)
             await direct_batch(min(BATCH, calls - len(direct)), keep=True)
         host_cpu_ms = (server.cpu_seconds() - cpu_before) * 1000 / calls
-        threads_after = thread_cpu(server.daphne.pid)
+        threads_after = thread_cpu(server.web.pid)
     await sock.close()
     h, d = summary(host), summary(direct)
     return {

@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             media_server.stop()
             media_server.drop_database()
     if "fleet" in args.only and production:
-        _log(f"fleet: {args.fleet_clients} clients through nginx over 3 daphne processes")
+        _log(f"fleet: {args.fleet_clients} clients through nginx over 3 web processes")
         results["fleet"] = fleet.run(
             clients=args.fleet_clients,
             threads=args.fleet_threads,

@@ -4,7 +4,7 @@ Every request kind a view or a member can repeat has a bucket per user and, for 
 requests, per view (DESIGN §8.10). A bucket holds up to ``burst`` tokens and refills at
 ``rate`` tokens a second; a request takes one token or is refused with the seconds until
 one is back. In production the buckets live in Redis (``REDIS_URL``), updated by one Lua
-script so that N daphne processes see one bucket and a concurrent flood cannot take more
+script so that N web processes see one bucket and a concurrent flood cannot take more
 tokens than exist. The embedded profile is one process: a dict under a lock does the same.
 
 The bucket arithmetic is :func:`refill_and_take` (pure, unit-tested); both stores run it

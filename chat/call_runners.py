@@ -1,4 +1,4 @@
-"""Which process runs a tool call, and whether it is still alive (DESIGN §1, N daphnes).
+"""Which process runs a tool call, and whether it is still alive (DESIGN §1, N web processes).
 
 A call runs inside the process that started it (``chat.services.tool_calls.execute``). While it runs
 longer than :data:`CLAIM_AFTER`, that process writes its name (the turn lease's

@@ -1,4 +1,4 @@
-"""Stopping a tool call that runs in another process (N daphnes behind a load balancer).
+"""Stopping a tool call that runs in another process (N web processes behind a load balancer).
 
 A call runs in the process that started it (``chat.services.tool_calls.execute``); a
 member's "stop" reaches whichever process their socket is on. That process records the
@@ -6,7 +6,7 @@ cancellation at once and tells every process over the channel layer (group
 :data:`chat.groups.CALL_RUNNERS`, ``tool_calls.tool_call_stop``); the one running the call
 cancels its task, so the MCP SDK sends the server ``notifications/cancelled``, and the
 others find no such task. Each process listens on one channel of its own, from its first
-socket on. The in-memory layer (embedded: one daphne) reaches no other process: nothing is
+socket on. The in-memory layer (embedded: one web process) reaches no other process: nothing is
 listened to or sent there.
 """
 
@@ -35,7 +35,7 @@ _listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[No
 
 
 def listen() -> None:
-    """Start this process's listener (once per event loop; daphne runs one)."""
+    """Start this process's listener (once per event loop; the web server runs one)."""
     if layer_is_process_local():
         return
     loop = asyncio.get_running_loop()

@@ -1,8 +1,8 @@
-"""Embedded profile: events other processes store reach this daphne process's sockets.
+"""Embedded profile: events other processes store reach this web process's sockets.
 
-The in-memory channel layer lives inside one daphne process. A Celery worker, beat or the
+The in-memory channel layer lives inside one web process. A Celery worker, beat or the
 text channel (``manage.py chat``) stores its thread events in the same database but cannot
-reach that layer. So each daphne process *tails* the threads its sockets watch, using what
+reach that layer. So each web process *tails* the threads its sockets watch, using what
 already spans processes — the database and the per-thread sequence numbers:
 
 - every :data:`POLL_INTERVAL` one indexed statement reads the watched threads' ``last_seq``;
@@ -76,7 +76,7 @@ def read_new_events(marks: dict[int, int], *, origin: str, batch: int = BATCH) -
 
 
 class _Tail:
-    """One tailing task per event loop (daphne runs one), started by the first watcher
+    """One tailing task per event loop (the web server runs one), started by the first watcher
     and ended with the last one."""
 
     _tails: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Tail] = (

@@ -6,7 +6,7 @@ call's transaction then creates `MediaAsset` rows (status `staged`) and, on comm
 enqueues `persist_tool_media` for each.
 
 What the request path does with a payload (DESIGN §9: the placeholder in under 200 ms,
-daphne's memory growth within 16 MiB for a 50 MB video):
+the web server's memory growth within 16 MiB for a 50 MB video):
 
 - spooled by the stdio transport (a long base64 literal written to
   ``MEDIA_STAGING_ROOT/incoming/`` as it arrived; the result holds a marker that only

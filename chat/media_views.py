@@ -18,8 +18,10 @@
 - Behind nginx (``ATRIUM_MEDIA_ACCEL_REDIRECT`` set, docs/fleet.md) the view decides
   access, 304 and 416 and answers every other request with ``X-Accel-Redirect``: nginx
   sends the file and applies the same range rules (one range, ``If-Range`` against this
-  ETag), and copies this response's headers. Daphne applies no backpressure to a body,
-  so a slow reader would otherwise make it hold the rest of the file in memory.
+  ETag), and copies this response's headers: no web process is busy for the length of
+  a download.
+- Without nginx, the web server (uvicorn, config/serve.py) pauses the iterator while the
+  client's socket buffer is full: a slow reader costs a buffer, not the file.
 
 """
 

@@ -94,7 +94,7 @@ class ThreadEvent(models.Model):
     kind = models.CharField(max_length=40)
     payload = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
-    # The process that stored it (chat.thread_events.process_origin): a daphne process tailing
+    # The process that stored it (chat.thread_events.process_origin): a web process tailing
     # the table skips the events it broadcast itself (chat.event_tail).
     origin = models.CharField(max_length=32, blank=True, default="")
 

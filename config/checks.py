@@ -30,7 +30,7 @@ def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error | Warning]:
         errors.append(
             Error(
                 "The in-memory channel layer cannot serve several processes.",
-                hint="Set REDIS_URL so every daphne process shares one Redis channel layer.",
+                hint="Set REDIS_URL so every web process shares one Redis channel layer.",
                 id="atrium.E003",
             )
         )
@@ -90,7 +90,7 @@ def media_accel_checks(prefix: str, storage_backend: str) -> list[Error]:
             Error(
                 "ATRIUM_MEDIA_ACCEL_REDIRECT needs media on the local file system.",
                 hint=f"The default storage is {storage_backend}: unset "
-                "ATRIUM_MEDIA_ACCEL_REDIRECT, and daphne streams media itself.",
+                "ATRIUM_MEDIA_ACCEL_REDIRECT, and the web server streams media itself.",
                 id="atrium.E011",
             )
         ]

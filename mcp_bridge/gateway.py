@@ -1,6 +1,6 @@
 """Async entry points the rest of Atrium uses to talk to MCP servers.
 
-One :class:`ConnectionManager` per event loop (daphne has one; tests have one per test).
+One :class:`ConnectionManager` per event loop (the web server has one; tests have one per test).
 Sync code (management commands, Celery) uses :func:`blocking_bridge` instead.
 """
 

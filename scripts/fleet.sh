@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make fleet`: Atrium as a production fleet on one machine (DESIGN §1, docs/fleet.md):
-# nginx (round robin, websocket upgrade, no stickiness) in front of 3 daphne processes,
-# 2 Celery workers and 1 Celery beat, on PostgreSQL + Redis. Ctrl-C stops them all.
+# nginx (round robin, websocket upgrade, no stickiness) in front of 3 web processes (uvicorn,
+# config/serve.py), 2 Celery workers and 1 Celery beat, on PostgreSQL + Redis. Ctrl-C stops
+# them all.
 #
-# Settings (environment): FLEET_PORT (nginx, default 8000), FLEET_DAPHNES (3),
-# FLEET_WORKERS (2), FLEET_DAPHNE_PORTS (space separated; default FLEET_PORT+1, +2, ...),
+# Settings (environment): FLEET_PORT (nginx, default 8000), FLEET_WEB_PROCESSES (3),
+# FLEET_WORKERS (2), FLEET_WEB_PORTS (space separated; default FLEET_PORT+1, +2, ...),
 # NGINX (the binary), ATRIUM_VAR_DIR (var), FLEET_DEMO=0 (no demo workspace and servers).
 # Without DATABASE_URL it runs itself under scripts/with-production-services.sh
 # (PostgreSQL and Redis on loopback).
@@ -17,15 +18,15 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 BIN=${ATRIUM_BIN:-.venv/bin}
 PORT=${FLEET_PORT:-8000}
-DAPHNES=${FLEET_DAPHNES:-3}
+WEB_PROCESSES=${FLEET_WEB_PROCESSES:-3}
 WORKERS=${FLEET_WORKERS:-2}
 NGINX=${NGINX:-$(command -v nginx || echo /usr/sbin/nginx)}
 [ -x "$NGINX" ] || { echo "nginx is not installed: run 'make nginx'" >&2; exit 1; }
-read -r -a DAPHNE_PORTS <<<"${FLEET_DAPHNE_PORTS:-$(seq -s ' ' $((PORT + 1)) $((PORT + DAPHNES)))}"
-[ "${#DAPHNE_PORTS[@]}" = "$DAPHNES" ] || { echo "FLEET_DAPHNE_PORTS needs $DAPHNES ports" >&2; exit 1; }
+read -r -a WEB_PORTS <<<"${FLEET_WEB_PORTS:-$(seq -s ' ' $((PORT + 1)) $((PORT + WEB_PROCESSES)))}"
+[ "${#WEB_PORTS[@]}" = "$WEB_PROCESSES" ] || { echo "FLEET_WEB_PORTS needs $WEB_PROCESSES ports" >&2; exit 1; }
 
 export ATRIUM_PROFILE=production
-export ATRIUM_ASGI_PROCESSES=$DAPHNES
+export ATRIUM_ASGI_PROCESSES=$WEB_PROCESSES
 export ATRIUM_APP_ORIGIN=${ATRIUM_APP_ORIGIN:-http://localhost:$PORT}
 export ATRIUM_SANDBOX_ORIGIN=${ATRIUM_SANDBOX_ORIGIN:-http://*.localhost:$PORT}
 export PYTHONUNBUFFERED=1
@@ -45,10 +46,10 @@ $BIN/python manage.py collectstatic --no-input -v0
 [ "${FLEET_DEMO:-1}" = 0 ] || $BIN/python manage.py atrium_bootstrap  # the demo workspace
 
 upstreams=""
-for port in "${DAPHNE_PORTS[@]}"; do
+for port in "${WEB_PORTS[@]}"; do
   upstreams+="        server 127.0.0.1:$port max_fails=1 fail_timeout=5s;"$'\n'
 done
-# nginx's workers run as whoever runs the fleet, as daphne does: started by root, nginx
+# nginx's workers run as whoever runs the fleet, as the web processes do: started by root, nginx
 # would switch them to "nobody", who can neither read the media files nor write the temp
 # files under a private var dir.
 worker_user=""
@@ -83,12 +84,10 @@ stop() {
 trap stop INT TERM
 
 n=0
-for port in "${DAPHNE_PORTS[@]}"; do
+for port in "${WEB_PORTS[@]}"; do
   n=$((n + 1))
-  # Frame limits as scripts/run.sh (docs/security.md).
-  $BIN/daphne -b 127.0.0.1 -p "$port" --websocket-max-message-size 8388608 \
-    --websocket-max-frame-size 8388608 config.asgi:application >"$LOG/daphne-$n.log" 2>&1 &
-  started $! "daphne-$n" "$port"
+  $BIN/python -m config.serve --port "$port" >"$LOG/web-$n.log" 2>&1 &
+  started $! "web-$n" "$port"
 done
 for n in $(seq 1 "$WORKERS"); do
   $BIN/celery -A config worker --pool=solo --loglevel=INFO --without-gossip --without-mingle \
@@ -101,7 +100,7 @@ started $! beat
 "$NGINX" -p "$RUN" -e "$LOG/nginx-error.log" -c "$RUN/nginx.conf" -g "daemon off;" &
 started $! nginx "$PORT"
 
-for port in "${DAPHNE_PORTS[@]}" "$PORT"; do
+for port in "${WEB_PORTS[@]}" "$PORT"; do
   for _ in $(seq 1 300); do
     curl -fsS -o /dev/null "http://127.0.0.1:$port/login/" -H "Host: localhost:$PORT" \
       2>/dev/null && break
@@ -112,16 +111,16 @@ mv "$RUN/processes.new" "$RUN/processes"
 echo
 echo "  The Atrium fleet is running:  $ATRIUM_APP_ORIGIN/ (nginx)"
 echo "  Sandbox origins:              $ATRIUM_SANDBOX_ORIGIN"
-echo "  Behind it:                    $DAPHNES daphne (ports ${DAPHNE_PORTS[*]}), $WORKERS Celery workers, 1 beat"
+echo "  Behind it:                    $WEB_PROCESSES web processes (ports ${WEB_PORTS[*]}), $WORKERS Celery workers, 1 beat"
 echo "  Processes:                    $RUN/processes"
 echo "  Logs:                         $LOG/"
 echo "  Press Ctrl-C to stop."
 echo
 
 # One process dying (a crash, a SIGKILL) does not stop the others: clients reconnect
-# through nginx to the daphnes left, the other worker takes the queue. The fleet stops when
-# nginx stops or no daphne is left.
-alive_daphnes=$DAPHNES
+# through nginx to the web processes left, the other worker takes the queue. The fleet stops when
+# nginx stops or no web process is left.
+alive_web=$WEB_PROCESSES
 while :; do
   set +e
   # Any child: every background job here is one of the fleet's processes. (Naming them once
@@ -140,9 +139,9 @@ while :; do
   for pid in "${pids[@]}"; do [ "$pid" = "$gone" ] || remaining+=("$pid"); done
   pids=("${remaining[@]}")
   case $name in
-    daphne-*) alive_daphnes=$((alive_daphnes - 1)) ;;
+    web-*) alive_web=$((alive_web - 1)) ;;
   esac
-  if [ "$name" = nginx ] || [ "$alive_daphnes" = 0 ]; then
+  if [ "$name" = nginx ] || [ "$alive_web" = 0 ]; then
     stop
   fi
   gone=""

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make run`: the whole app on embedded defaults — daphne + a real Celery worker and Celery
-# beat (the periodic sweeps) on the filesystem broker. Ctrl-C stops them all.
+# `make run`: the whole app on embedded defaults — the web server (uvicorn, config/serve.py),
+# a real Celery worker and Celery beat (the periodic sweeps) on the filesystem broker.
+# Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -34,11 +35,8 @@ $BIN/celery -A config worker --pool=solo --loglevel=INFO --without-gossip --with
 pids+=($!)
 $BIN/celery -A config beat --loglevel=INFO >"$VAR/log/beat.log" 2>&1 &
 pids+=($!)
-# Frames up to 8 MiB reach Atrium, which answers anything past ATRIUM_MAX_WS_MESSAGE with
-# an error and keeps the socket; larger frames are cut off by daphne before buffering
-# (docs/security.md).
-$BIN/daphne -b 127.0.0.1 -p "$PORT" --websocket-max-message-size 8388608 \
-  --websocket-max-frame-size 8388608 config.asgi:application >"$VAR/log/daphne.log" 2>&1 &
+# The ASGI server (uvicorn) with Atrium's limits: config/serve.py.
+$BIN/python -m config.serve --port "$PORT" >"$VAR/log/server.log" 2>&1 &
 pids+=($!)
 
 for _ in $(seq 1 100); do
@@ -48,7 +46,7 @@ done
 echo
 echo "  Atrium is running:  $ATRIUM_APP_ORIGIN/"
 echo "  Sandbox origin:     $ATRIUM_SANDBOX_ORIGIN"
-echo "  Logs:               $VAR/log/daphne.log, $VAR/log/celery.log, $VAR/log/beat.log"
+echo "  Logs:               $VAR/log/server.log, $VAR/log/celery.log, $VAR/log/beat.log"
 echo "  Press Ctrl-C to stop."
 echo
 wait -n "${pids[@]}" || true

@@ -1,4 +1,5 @@
-"""A real Atrium server for end-to-end tests: daphne (+ optionally a Celery worker).
+"""A real Atrium server for end-to-end tests: the web server, uvicorn through config/serve.py
+(+ optionally a Celery worker).
 
 Each LiveAtrium gets its own var/ folder. Under the production profile (DATABASE_URL set)
 it gets its own fresh PostgreSQL database and Redis database numbers, so tests never share
@@ -33,7 +34,6 @@ from tests.waiting import poll
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-DAPHNE_MAX_MESSAGE = 8 * 1024 * 1024
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -82,7 +82,7 @@ def free_port() -> int:
 
 
 def wait_for_http(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
-    """Until ``url`` answers. Polled: daphne logs no line when it starts listening. A
+    """Until ``url`` answers. Polled: the server logs no line when it starts listening. A
     ``process`` that exits meanwhile fails the wait at once."""
 
     def answers() -> bool:
@@ -235,24 +235,10 @@ class LiveAtrium:
         return self.manage("shell", "-c", code)
 
     def start(self, *, worker: bool = False) -> LiveAtrium:
-        log = open(self.var_dir / "daphne.log", "ab")  # noqa: SIM115 (held by the child)
+        log = open(self.var_dir / "server.log", "ab")  # noqa: SIM115 (held by the child)
         self.processes.append(
             subprocess.Popen(
-                [
-                    PYTHON,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(self.port),
-                    # As scripts/run.sh (docs/security.md: websocket frame limits).
-                    "--websocket-max-message-size",
-                    str(DAPHNE_MAX_MESSAGE),
-                    "--websocket-max-frame-size",
-                    str(DAPHNE_MAX_MESSAGE),
-                    "config.asgi:application",
-                ],
+                [PYTHON, "-m", "config.serve", "--port", str(self.port)],
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,

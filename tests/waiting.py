@@ -4,8 +4,8 @@ Three ways to wait, in order of preference:
 
 - ``next_frame`` / ``frames_until``: a websocket frame is the event (the server broadcasts
   every state change of a thread on commit).
-- ``OutputWatch``: a child process's output lines are the event (daphne's "Listening on",
-  a Celery worker's "ready.").
+- ``OutputWatch``: a child process's output lines are the event (`make run`'s "Press
+  Ctrl-C to stop", a Celery worker's "ready.").
 - ``poll`` / ``apoll``: a *bounded* poll, only for state that announces nothing to the
   test (another process's database, a file, a fake provider's counters, a process's
   exit). Every caller passes ``reason``: why no event exists; it is in the failure message.

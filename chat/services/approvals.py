@@ -165,7 +165,7 @@ async def approval_decide(
 
 
 def _under_server_loop() -> bool:
-    """True when this sync code runs inside an ASGI server's event loop (daphne)."""
+    """True when this sync code runs inside an ASGI server's event loop (uvicorn)."""
     loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
     return loop is not None and loop.is_running()
 

@@ -1,4 +1,4 @@
-"""The turn lease: one model turn per thread across every process (DESIGN §1, N daphnes).
+"""The turn lease: one model turn per thread across every process (DESIGN §1, N web processes).
 
 A process that wants to answer a thread takes the thread's :class:`~chat.models.TurnLease`
 row under a row lock (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite transactions are

@@ -21,8 +21,8 @@ ATRIUM_AGENT_MAX_STEPS = env_int("ATRIUM_AGENT_MAX_STEPS", 8)
 ATRIUM_MEDIA_INLINE_LIMIT = env_int("ATRIUM_MEDIA_INLINE_LIMIT", 64 * 1024)
 ATRIUM_MEDIA_MAX_BYTES = env_int("ATRIUM_MEDIA_MAX_BYTES", 200 * 1024 * 1024)
 # Behind nginx: the URL prefix of an `internal` location that serves MEDIA_ROOT. Media views
-# then check access and answer with X-Accel-Redirect, and nginx sends the file (daphne has
-# no backpressure: a slow reader would make it hold the body). Empty: daphne streams it.
+# then check access and answer with X-Accel-Redirect, and nginx sends the file (no web
+# process is busy for the length of a download). Empty: the web server streams it.
 ATRIUM_MEDIA_ACCEL_REDIRECT = env_str("ATRIUM_MEDIA_ACCEL_REDIRECT", "")
 
 # Views: how long a view's capability token lives (seconds).

@@ -14,7 +14,7 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(VAR_DIR / "atrium.sqlite3"),
-            # WAL + a busy timeout let daphne and the Celery worker share the file.
+            # WAL + a busy timeout let the web server and the Celery worker share the file.
             "OPTIONS": {
                 "timeout": 20,
                 "transaction_mode": "IMMEDIATE",

@@ -4,7 +4,7 @@ from .env import env_str
 
 REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
-    # Pub/sub: a thread event goes to Redis once per group and each daphne process fans it
+    # Pub/sub: a thread event goes to Redis once per group and each web process fans it
     # out to its own sockets, instead of one list entry per socket popped one round trip at
     # a time. Measured (bench, 200 clients): lost events 1140-8280 -> 0 (the list layer
     # expired backlogged messages), fan-out p99 94 -> 47 ms. Nothing is kept for absent

@@ -776,7 +776,7 @@ print(call.approval.pk, outcome)
 
 
 @pytest.mark.slow
-def test_admin_refresh_and_approval_under_daphne_run_the_call(tmp_path):
+def test_admin_refresh_and_approval_under_uvicorn_run_the_call(tmp_path):
     """Under the ASGI server the approved call outlives the admin request and still runs."""
     import re
 

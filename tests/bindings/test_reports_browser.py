@@ -1,4 +1,4 @@
-"""The audit review page in real Chromium, against a real daphne-served Atrium.
+"""The audit review page in real Chromium, against a real uvicorn-served Atrium.
 
 Seeds a month of realistic audit rows, opens /audit/ as staff, checks that the page works
 under the strict CSP (no violations), that the charts are drawn and readable in light and

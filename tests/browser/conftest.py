@@ -1,4 +1,4 @@
-"""Real Chromium (Debian's, via Playwright) against a real daphne-served Atrium."""
+"""Real Chromium (Debian's, via Playwright) against a real uvicorn-served Atrium."""
 
 from __future__ import annotations
 
@@ -93,6 +93,6 @@ def _record_failure(item) -> None:
     for value in item.funcargs.values():
         server = getattr(value, "server", value)
         if isinstance(server, LiveAtrium):
-            log = server.var_dir / "daphne.log"
+            log = server.var_dir / "server.log"
             if log.exists():
-                (folder / "daphne-tail.log").write_text(log.read_text(errors="replace")[-20_000:])
+                (folder / "server-tail.log").write_text(log.read_text(errors="replace")[-20_000:])

@@ -1,4 +1,4 @@
-"""Fixtures for the chat UI browser tests: one seeded daphne server per module, and pages
+"""Fixtures for the chat UI browser tests: one seeded web server per module, and pages
 logged in through the real login form that fail the test on any CSP violation or
 uncaught script error."""
 

@@ -1,4 +1,4 @@
-"""The chat UI in real Chromium against a real daphne: pages, live updates, roles, theme.
+"""The chat UI in real Chromium against a real web server: pages, live updates, roles, theme.
 
 Every page opened through `open_as` fails the test on a CSP violation or an uncaught script
 error (see helpers_ui.PageWatch).

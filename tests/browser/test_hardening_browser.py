@@ -1,4 +1,4 @@
-"""Issue 13 where a person sees it, in real Chromium against a real daphne:
+"""Issue 13 where a person sees it, in real Chromium against a real web server:
 
 - finding 4: a view's 5 MB request is answered with a JSON-RPC error by the host bridge and
   the page stays connected (every other view and the chat with it);

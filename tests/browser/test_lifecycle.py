@@ -1,4 +1,4 @@
-"""The MCP Apps lifecycle of a view, in real Chromium against a real daphne (DESIGN §7).
+"""The MCP Apps lifecycle of a view, in real Chromium against a real web server (DESIGN §7).
 
 A view is mounted when its call starts: it receives `tool-input-partial` while the model
 streams the arguments, `tool-input` once, then `tool-result` — or `tool-cancelled` when the

@@ -1,4 +1,4 @@
-"""Signing in to an OAuth-protected MCP server, in real Chromium against a real daphne and
+"""Signing in to an OAuth-protected MCP server, in real Chromium against a real web server and
 the real example authorization server (examples/oauth_server): connect, consent, call,
 silent refresh, revocation → "Connect" again, and a second member with their own account.
 """

@@ -1,4 +1,4 @@
-"""App views in real Chromium against a real daphne (DESIGN §7-§8, docs/view-bridge.md).
+"""App views in real Chromium against a real web server (DESIGN §7-§8, docs/view-bridge.md).
 
 One seeded server per module: every MCP server the tests use is registered and bound to
 the workspace, and each test gets its own thread. Pages fail on CSP violations or

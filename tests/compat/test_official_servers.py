@@ -5,7 +5,7 @@ Every server pinned in tools/mcp-servers is set up the way an operator would: on
 `manage.py mcp bind SERVER --workspace acme --auto TOOL…` for the tools its view calls (none
 of these servers annotates its tools, so MCP's defaults rate every tool destructive).
 
-For each server, in real Chromium against one real daphne (shared by the module):
+For each server, in real Chromium against one real web server (shared by the module):
 1. `/call` its main tool; the view mounts and the handshake completes (`ui/initialize` →
    `ui/notifications/initialized`: the host marks the view ready);
 2. the view renders visibly: a text or element it shows once it has its data, and a

@@ -1,4 +1,4 @@
-"""The fleet under test: `scripts/fleet.sh` itself (nginx, 3 daphne, 2 workers, beat) on a
+"""The fleet under test: `scripts/fleet.sh` itself (nginx, 3 web processes, 2 workers, beat) on a
 fresh PostgreSQL database and a redis-server of its own, driven through nginx only."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class Fleet:
         env = {
             **server.env,
             "FLEET_PORT": str(server.port),
-            "FLEET_DAPHNE_PORTS": " ".join(str(free_port()) for _ in range(3)),
+            "FLEET_WEB_PORTS": " ".join(str(free_port()) for _ in range(3)),
             "ATRIUM_BIN": str(Path(sys.executable).parent),
         }
         output = var_dir / "fleet.out"
@@ -176,7 +176,7 @@ class Member:
         return events[-1]["seq"] if events else self.first_after
 
     async def resume_if_closed(self) -> None:
-        """The client's reconnect: through nginx (to a live daphne), after its last seq."""
+        """The client's reconnect: through nginx (to a live web process), after its last seq."""
         if not self.sock.closed.is_set():
             return
         self.earlier += [frame for _, frame in self.sock.events]

@@ -1,11 +1,11 @@
-"""The fleet, for real (issue 15): `scripts/fleet.sh` starts nginx in front of 3 daphne
+"""The fleet, for real (issue 15): `scripts/fleet.sh` starts nginx in front of 3 web
 processes, 2 Celery workers and beat on PostgreSQL + Redis; everything here goes through
 nginx. Processes are SIGKILLed mid-turn, mid-tool-call and mid-media: members reconnect
-to the daphnes left, resume from their last sequence number, and see everything end —
+to the web processes left, resume from their last sequence number, and see everything end —
 no gap, no duplicate event.
 
 One fleet for the module (starting it takes ~10 s); the tests run in file order and the
-later ones run on what the earlier ones left alive (each leaves at least one daphne and
+later ones run on what the earlier ones left alive (each leaves at least one web process and
 one worker).
 """
 
@@ -103,7 +103,7 @@ def _members(fleet: Fleet, thread: str) -> tuple[Member, Member]:
 
 def test_app_and_sandbox_hosts_go_round_robin_through_nginx(fleet):
     server = fleet.server
-    daphne_ports = {p.port for p in fleet.named("daphne")}
+    web_ports = {p.port for p in fleet.named("web")}
     access_log = fleet.server.var_dir / "log" / "nginx-access.log"
     start = len(access_log.read_text())
     for _ in range(6):
@@ -124,7 +124,7 @@ def test_app_and_sandbox_hosts_go_round_robin_through_nginx(fleet):
 
     lines = access_log.read_text()[start:].splitlines()
     used = {int(m.group(1)) for m in re.finditer(r"127\.0\.0\.1:(\d+) ", "\n".join(lines))}
-    assert used == daphne_ports, (used, daphne_ports)  # every daphne took its turn
+    assert used == web_ports, (used, web_ports)  # every web process took its turn
 
 
 def test_the_sandbox_page_of_a_view_is_served_through_nginx(fleet):
@@ -191,18 +191,18 @@ async def _approval_expiry(fleet: Fleet) -> None:
         await member.close()
 
 
-# ------------------------------------------------------------------------ daphne SIGKILL
+# ------------------------------------------------------------------------ web process SIGKILL
 
 
-def test_daphne_killed_mid_turn_and_mid_tool_call(fleet, llm):
+def test_web_process_killed_mid_turn_and_mid_tool_call(fleet, llm):
     gate = threading.Event()
     try:
-        asyncio.run(_daphne_killed(fleet, llm, gate))
+        asyncio.run(_web_process_killed(fleet, llm, gate))
     finally:
         gate.set()  # the fake model's stream to the dead process ends
 
 
-async def _daphne_killed(fleet: Fleet, llm: FakeLLM, gate: threading.Event) -> None:
+async def _web_process_killed(fleet: Fleet, llm: FakeLLM, gate: threading.Event) -> None:
     olivia_turn, marco_turn = _members(fleet, "turn")
     olivia_call, marco_call = _members(fleet, "call")
     members = (olivia_turn, marco_turn, olivia_call, marco_call)
@@ -235,13 +235,13 @@ async def _daphne_killed(fleet: Fleet, llm: FakeLLM, gate: threading.Event) -> N
     await marco_call.wait_for(lambda f: is_call(f, tool="slow", status="running"))
     runner = await _runner_of(fleet, call_id)
 
-    # SIGKILL the daphne running the turn and the one running the call (maybe the same).
+    # SIGKILL the web process running the turn and the one running the call (maybe the same).
     victims = {fleet.by_pid(int(name.split(":")[1])) for name in (holder, runner)}
-    assert all(v.name.startswith("daphne") for v in victims), victims
+    assert all(v.name.startswith("web") for v in victims), victims
     for victim in victims:
         fleet.kill(victim)
 
-    # Both end visibly for every member, who reconnect through nginx when their daphne
+    # Both end visibly for every member, who reconnect through nginx when their web process
     # went (the sweeps: turn lease take-over, orphaned call failure).
     for member in (olivia_turn, marco_turn):
         failed = await member.wait_for(
@@ -384,10 +384,10 @@ def test_nginx_sends_media_files_with_the_apps_headers_and_ranges(fleet):
     assert size >= 50 * MIB, size
     cookies = {"sessionid": fleet.seeded["cookies"]["olivia"]}
     path = f"/media/{asset_id}/"
-    daphnes = [p for p in fleet.named("daphne") if p.alive()]
-    # A daphne checks access and answers with the redirect and the headers, no body.
+    webs = [p for p in fleet.named("web") if p.alive()]
+    # A web process checks access and answers with the redirect and the headers, no body.
     direct = httpx.get(
-        f"http://127.0.0.1:{daphnes[0].port}{path}",
+        f"http://127.0.0.1:{webs[0].port}{path}",
         cookies=cookies,
         headers={"Host": f"localhost:{fleet.server.port}"},
     )
@@ -397,7 +397,7 @@ def test_nginx_sends_media_files_with_the_apps_headers_and_ranges(fleet):
     url = f"{fleet.server.app_origin}{path}"
     digest = hashlib.sha256()
     with (
-        RssGrowth([p.pid for p in daphnes]) as growth,
+        RssGrowth([p.pid for p in webs]) as growth,
         httpx.Client(cookies=cookies, timeout=60) as client,
     ):
         with client.stream("GET", url) as response:
@@ -418,9 +418,8 @@ def test_nginx_sends_media_files_with_the_apps_headers_and_ranges(fleet):
         assert client.get(url, headers={"Range": f"bytes={size}-"}).status_code == 416
         assert httpx.get(url).status_code == 404  # no session: the app's answer
     assert digest.hexdigest() == sha256
-    # The body never went through a daphne (sent by daphne, 35-41 MiB of it waited in
-    # daphne's memory with both cores busy).
-    assert growth.most_mib() < 16, f"a daphne grew {growth.most_mib():.1f} MiB"
+    # The body never went through a web process: nginx sent the file.
+    assert growth.most_mib() < 16, f"a web process grew {growth.most_mib():.1f} MiB"
 
 
 # ------------------------------------------------------------------------------ shutdown

@@ -1,4 +1,4 @@
-"""`make run`'s script: migrates, bootstraps, serves daphne + a Celery worker, stops on Ctrl-C."""
+"""`make run`'s script: migrates, bootstraps, serves the web server + a Celery worker, stops on Ctrl-C."""
 
 from __future__ import annotations
 

@@ -38,6 +38,7 @@ from mcp_bridge.stdio_transport import (
     parse_message,
     stdio_client,
 )
+from tests.live import memory_kib, reset_peak_memory
 
 MIB = 1024 * 1024
 # One directory for the module (hypothesis runs many examples per test function).
@@ -329,13 +330,6 @@ def test_random_chunk_boundaries_against_a_long_mixed_line() -> None:
 # ---- memory ------------------------------------------------------------------------------
 
 
-def _status(key: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) * 1024
-    raise KeyError(key)
-
-
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux /proc only")
 def test_a_50_mib_payload_line_is_never_held() -> None:
     """Fed in pipe-sized chunks that are dropped as they are consumed, as the reader does:
@@ -347,8 +341,8 @@ def test_a_50_mib_payload_line_is_never_held() -> None:
     block = base64.b64encode(os.urandom(96 * 1024))  # 128 KiB of base64 per chunk
     count = decoded // (96 * 1024)
     gc.collect()
-    before = _status("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5")
+    before = memory_kib(os.getpid())["VmRSS"] * 1024
+    reset_peak_memory(os.getpid())
     splitter = LineSplitter(spool_dir=SPOOL)
     splitter.feed(head)
     for index in range(count):
@@ -357,7 +351,7 @@ def test_a_50_mib_payload_line_is_never_held() -> None:
     item = splitter.next_line()
     message = parse_message(item)
     del item
-    peak = _status("VmHWM") - before
+    peak = memory_kib(os.getpid())["VmHWM"] * 1024 - before
     assert isinstance(message, SessionMessage)
     literal = spooled_media.claim(message.message.result["content"][0]["data"])
     assert literal is not None

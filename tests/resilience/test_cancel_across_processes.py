@@ -1,4 +1,4 @@
-"""A member stops a tool call that runs in another daphne process (DESIGN §1: N daphnes
+"""A member stops a tool call that runs in another web process (DESIGN §1: N web processes
 behind a load balancer, no sticky sessions): the process running the call stops it, so
 the MCP server is told (``notifications/cancelled``), and every member sees it end."""
 

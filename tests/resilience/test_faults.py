@@ -1,5 +1,5 @@
 """Faults through the real websocket path (DESIGN §6, §8.9): a server that dies, hangs or
-floods; a Celery worker, Redis or daphne that goes away. Nothing is lost, the socket stays
+floods; a Celery worker, Redis or web server that goes away. Nothing is lost, the socket stays
 responsive, and the next call works."""
 
 from __future__ import annotations
@@ -317,15 +317,15 @@ async def _redis_restart(server: LiveAtrium, seeded: dict, redis: PrivateRedis) 
         await sock.close()
 
 
-def test_daphne_restarted_clients_replay_exactly_what_they_missed(tmp_path, own_redis):
-    server = _live(tmp_path, "daphne", **own_redis).setup()
+def test_web_server_restarted_clients_replay_exactly_what_they_missed(tmp_path, own_redis):
+    server = _live(tmp_path, "web", **own_redis).setup()
     try:
         seeded = seed_live(server, {})
         server.start()
         thread = seeded["thread"]
         last = asyncio.run(_connect_post_and_leave(server, seeded))
         server.stop()
-        # Events created while no daphne runs (another process, e.g. the text channel).
+        # Events created while no web process runs (another process, e.g. the text channel).
         post_from_another_process(server, thread, ["missed 1", "missed 2", "missed 3"])
         server.start()
         asyncio.run(_reconnect_and_check(server, seeded, last))

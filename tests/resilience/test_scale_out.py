@@ -1,4 +1,4 @@
-"""Two daphne processes sharing PostgreSQL and Redis (DESIGN §1: N daphnes behind a load
+"""Two web processes sharing PostgreSQL and Redis (DESIGN §1: N web processes behind a load
 balancer, no sticky sessions): what one process does, members on the other see and act on."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ pytestmark = [
 
 
 def _second_process(first: LiveAtrium, var_dir) -> LiveAtrium:
-    """Another daphne on its own port, same database, Redis and secret key."""
+    """Another web process on its own port, same database, Redis and secret key."""
     second = LiveAtrium(var_dir=var_dir, port=free_port())
     var_dir.mkdir(parents=True, exist_ok=True)
     second.env = {

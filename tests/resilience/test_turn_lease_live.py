@@ -1,5 +1,5 @@
 """One model turn per thread across processes (issue 15, the turn lease): two members on
-two daphne processes (shared PostgreSQL + Redis) post to one thread in the same instant,
+two web processes (shared PostgreSQL + Redis) post to one thread in the same instant,
 again and again. Exactly one turn per burst, never two at once, no message answered twice,
 none lost.
 

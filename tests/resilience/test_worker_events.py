@@ -1,6 +1,6 @@
 """Events stored by other processes reach connected sockets live (issue 15, no relay):
 a Celery worker persisting media, and a process like the text channel posting messages.
-Real daphne and worker processes, both profiles (embedded: daphne tails the stored events;
+Real web server and worker processes, both profiles (embedded: the web process tails the stored events;
 production: the worker and the other process broadcast through Redis themselves)."""
 
 from __future__ import annotations
