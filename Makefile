@@ -24,7 +24,7 @@ browser:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 # Debian's nginx for the fleet (`make fleet`, tests/fleet): the load balancer in front of the
-# daphne processes. Run as a child of scripts/fleet.sh, never as the system service.
+# web processes. Run as a child of scripts/fleet.sh, never as the system service.
 nginx:
 	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { \
 	  echo "Installing Debian nginx for the fleet..."; \
@@ -50,7 +50,7 @@ test: $(STAMP) browser nginx mcp-servers
 	$(BIN)/python scripts/check_function_imports.py
 	$(BIN)/pytest --durations=25 $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
-# Production on one machine: nginx in front of 3 daphne, 2 Celery workers and beat on
+# Production on one machine: nginx in front of 3 web processes, 2 Celery workers and beat on
 # PostgreSQL + Redis (docs/fleet.md). Ctrl-C stops it.
 fleet: $(STAMP) nginx mcp-servers
 	@bash scripts/fleet.sh

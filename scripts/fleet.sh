@@ -71,12 +71,13 @@ pids=()
 started() { pids+=("$1"); names[$1]=$2; echo "$2 $1 ${3:-}" >>"$RUN/processes.new"; }
 rm -f "$RUN/processes.new"
 
+source scripts/lib/processes.sh
 stop() {
   trap - INT TERM
   echo
   echo "Stopping the fleet..."
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait "${pids[@]}" 2>/dev/null || true
+  # A worker's task in flight gets this long to finish (warm shutdown), then is redelivered.
+  stop_processes 20 "${pids[@]}"
   rm -f "$RUN/processes"
   echo "Stopped."
   exit 0

@@ -18,13 +18,13 @@ $BIN/python manage.py migrate --no-input -v0
 $BIN/python manage.py collectstatic --no-input -v0
 $BIN/python manage.py atrium_bootstrap
 
+source scripts/lib/processes.sh
 pids=()
 stop() {
   trap - INT TERM
   echo
   echo "Stopping Atrium..."
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  wait "${pids[@]}" 2>/dev/null || true
+  stop_processes 10 "${pids[@]}"
   echo "Stopped."
   exit 0
 }
@@ -49,6 +49,8 @@ echo "  Sandbox origin:     $ATRIUM_SANDBOX_ORIGIN"
 echo "  Logs:               $VAR/log/server.log, $VAR/log/celery.log, $VAR/log/beat.log"
 echo "  Press Ctrl-C to stop."
 echo
-wait -n "${pids[@]}" || true
+# Any child: each background job here is one of the three. (`wait -n` given pids can miss a
+# child bash has already reaped.) A trapped Ctrl-C ends the wait too, in the trap's stop.
+wait -n || true
 echo "A process exited unexpectedly; see $VAR/log/." >&2
 stop

@@ -17,7 +17,9 @@ nothing else arrived before it (``frames_until``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -235,3 +237,25 @@ async def socket_event(
         raise WaitTimeout(f"no matching event within {timeout:g}s") from exc
     finally:
         sock.on_event = chained
+
+
+def process_group_listing(leader: int) -> str:
+    """``ps`` of a process group: evidence, taken before a stuck group is killed."""
+    return subprocess.run(
+        ["ps", "-o", "pid,ppid,stat,wchan:20,etime,args", "-g", str(leader)],
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@contextlib.contextmanager
+def default_sigint() -> Iterator[None]:
+    """Children started inside take SIGINT as from a terminal, even when this test run was
+    started with SIGINT ignored (a background job of a non-interactive shell, `nohup`):
+    bash cannot trap a signal that was ignored when it started, so a script would never
+    hear the test's Ctrl-C. A Python handler is reset to the default action by exec."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -10,14 +10,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.live import ROOT, LiveAtrium, free_port
 from tests.resilience.support import PrivateRedis, db_rows, reconnect
-from tests.waiting import OutputWatch, WaitTimeout, socket_event
+from tests.waiting import (
+    OutputWatch,
+    WaitTimeout,
+    default_sigint,
+    process_group_listing,
+    socket_event,
+)
 
 FLEET_SCRIPT = ROOT / "scripts" / "fleet.sh"
 READY_LINE = "The Atrium fleet is running"
@@ -41,19 +46,6 @@ class Process:
             return False
         state = stat.rsplit(")", 1)[1].split()[0]
         return state != "Z"
-
-
-@contextlib.contextmanager
-def default_sigint() -> Iterator[None]:
-    """Children started inside take SIGINT as from a terminal, even when this test run was
-    started with SIGINT ignored (a background job of a non-interactive shell, `nohup`):
-    bash cannot trap a signal that was ignored when it started, so fleet.sh would never
-    hear the test's Ctrl-C. A Python handler is reset to the default action by exec."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 @dataclass
@@ -128,11 +120,7 @@ class Fleet:
             return self.script.wait(timeout=60)
         except subprocess.TimeoutExpired as exc:
             # Evidence before the kill: what fleet.sh and its children were doing.
-            processes = subprocess.run(
-                ["ps", "-o", "pid,ppid,stat,wchan:20,etime,args", "-g", str(self.script.pid)],
-                capture_output=True,
-                text=True,
-            ).stdout
+            processes = process_group_listing(self.script.pid)
             os.killpg(self.script.pid, signal.SIGKILL)
             tail = self.output.read_text(errors="replace")[-3000:]
             raise AssertionError(

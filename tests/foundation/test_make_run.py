@@ -12,7 +12,13 @@ import httpx
 import pytest
 
 from tests.live import ROOT, free_port
-from tests.waiting import OutputWatch, WaitTimeout, wait_for_exit
+from tests.waiting import (
+    OutputWatch,
+    WaitTimeout,
+    default_sigint,
+    process_group_listing,
+    wait_for_exit,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -23,14 +29,15 @@ def test_run_script_serves_the_app_and_stops_cleanly_on_ctrl_c(tmp_path: Path):
     for name in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "ATRIUM_PROFILE"):
         env.pop(name, None)  # make run is the embedded profile
     env.update({"PORT": str(port), "ATRIUM_VAR_DIR": str(tmp_path / "var")})
-    proc = subprocess.Popen(
-        ["bash", "scripts/run.sh"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with default_sigint():  # a terminal's Ctrl-C, even when this run ignores SIGINT
+        proc = subprocess.Popen(
+            ["bash", "scripts/run.sh"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     output = OutputWatch(proc)
     try:
         output.wait_for("Press Ctrl-C to stop", timeout=120)
@@ -59,10 +66,18 @@ def test_run_script_serves_the_app_and_stops_cleanly_on_ctrl_c(tmp_path: Path):
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
         try:
-            wait_for_exit(proc, timeout=30)
-        except WaitTimeout:
+            wait_for_exit(proc, timeout=30)  # run.sh kills what is left 10 s after SIGTERM
+        except WaitTimeout as exc:
+            # Evidence before the kill: what was still running, and what each process logged.
+            processes = process_group_listing(proc.pid)
             os.killpg(proc.pid, signal.SIGKILL)
-            raise
+            logs = "\n".join(
+                f"--- {log.name}\n{log.read_text(errors='replace')[-2000:]}"
+                for log in sorted((tmp_path / "var" / "log").glob("*.log"))
+            )
+            raise AssertionError(
+                f"run.sh still running 30 s after Ctrl-C\n{processes}\n{logs}"
+            ) from exc
     rest = output.closed_text()
     assert proc.returncode == 0, rest
     assert "Stopped." in rest
