@@ -67,6 +67,12 @@ class AuditEventType(IntEnum):
     WORKSPACE_CREATED = 100
     MEMBERSHIP_CHANGED = 101
     THREAD_CREATED = 102
+    # Issue 23 (F1, F6): membership is live; admin edits go through audited services.
+    MEMBERSHIP_REMOVED = 103
+    WORKSPACE_PROVIDER_CHANGED = 104  # the provider, model, base URL or key (never its value)
+    WORKSPACE_DELETED = 105
+    THREAD_DELETED = 106
+    SOCKET_CLOSED_MEMBERSHIP_REMOVED = 107  # an open socket of a member who was removed
     MESSAGE_POSTED = 110
     SOCKET_REJECTED = 120
     SOCKET_CLOSED_SESSION_ENDED = 130
@@ -111,6 +117,10 @@ class AuditEventType(IntEnum):
     VIEW_PERMISSION_GRANTED = 420
     VIEW_PERMISSION_REFUSED = 421
     MODAL_REQUESTED = 430
+    # A view's ui/message waits for its person (F11): the card's Send / Dismiss.
+    VIEW_MESSAGE_SENT = 440
+    VIEW_MESSAGE_DISMISSED = 441
+    VIEW_MESSAGE_REFUSED = 442  # a Send/Dismiss of a stale, spent or foreign card
 
     # 5xx — approvals
     APPROVAL_REQUESTED = 500
@@ -118,6 +128,9 @@ class AuditEventType(IntEnum):
     APPROVAL_REJECTED = 502
     APPROVAL_EXPIRED = 503
     APPROVAL_CANCELLED = 504
+    # Issue 23 (F5): one card per question, and a bound on the questions pending.
+    APPROVAL_ASKED_AGAIN = 505  # a view asked the same question again: it joined the card
+    APPROVAL_LIMIT_REACHED = 506  # a view's request refused: too many approvals pending
     # Allowances: consent remembered for a tool in a thread or a workspace.
     ALLOWANCE_CREATED = 520
     ALLOWANCE_REVOKED = 521
@@ -166,6 +179,11 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.WORKSPACE_CREATED: "Workspace created",
     AuditEventType.MEMBERSHIP_CHANGED: "Membership changed",
     AuditEventType.THREAD_CREATED: "Thread created",
+    AuditEventType.MEMBERSHIP_REMOVED: "Member removed from a workspace",
+    AuditEventType.WORKSPACE_PROVIDER_CHANGED: "Workspace model provider changed",
+    AuditEventType.WORKSPACE_DELETED: "Workspace deleted",
+    AuditEventType.THREAD_DELETED: "Thread deleted",
+    AuditEventType.SOCKET_CLOSED_MEMBERSHIP_REMOVED: "Websocket closed: member removed",
     AuditEventType.MESSAGE_POSTED: "Message posted",
     AuditEventType.SOCKET_REJECTED: "Websocket connection rejected",
     AuditEventType.SOCKET_CLOSED_SESSION_ENDED: "Websocket closed: session ended",
@@ -204,11 +222,16 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.VIEW_PERMISSION_GRANTED: "Permission granted to an app from its view",
     AuditEventType.VIEW_PERMISSION_REFUSED: "Permission grant from a view refused",
     AuditEventType.MODAL_REQUESTED: "Modal requested by an app view",
+    AuditEventType.VIEW_MESSAGE_SENT: "Message from an app view sent by its member",
+    AuditEventType.VIEW_MESSAGE_DISMISSED: "Message from an app view dismissed by its member",
+    AuditEventType.VIEW_MESSAGE_REFUSED: "Send or dismissal of an app view's message refused",
     AuditEventType.APPROVAL_REQUESTED: "Approval requested",
     AuditEventType.APPROVAL_APPROVED: "Approval granted",
     AuditEventType.APPROVAL_REJECTED: "Approval rejected",
     AuditEventType.APPROVAL_EXPIRED: "Approval expired",
     AuditEventType.APPROVAL_CANCELLED: "Approval cancelled",
+    AuditEventType.APPROVAL_ASKED_AGAIN: "Approval asked again",
+    AuditEventType.APPROVAL_LIMIT_REACHED: "Approval refused: too many pending",
     AuditEventType.ALLOWANCE_CREATED: "Allowance granted",
     AuditEventType.ALLOWANCE_REVOKED: "Allowance revoked",
     AuditEventType.ALLOWANCE_REFUSED: "Allowance refused",

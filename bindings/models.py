@@ -27,6 +27,14 @@ def default_link_schemes() -> list[str]:
     return ["https", "mailto"]
 
 
+class CspDomainMode(models.TextChoices):
+    """Which declared CSP domains a binding's views may reach when its admin list is empty
+    (``mcp_bridge.csp.binding_allowed``)."""
+
+    DECLARED = "declared", "every public domain the server declares (unless listed below)"
+    LISTED = "listed", "only the domains listed below"
+
+
 class AppBinding(models.Model):
     """One server's app bound to a workspace, or to a single thread of it."""
 
@@ -50,6 +58,18 @@ class AppBinding(models.Model):
         blank=True,
         help_text="CSP domains an admin allows (list, or {connectDomains, resourceDomains, "
         "frameDomains, baseUriDomains}); empty allows what the server declares.",
+    )
+    # "declared" keeps what the official MCP Apps examples need (CDN domains they declare);
+    # "listed" turns an empty list into "none" (docs/sandbox.md).
+    csp_domain_mode = models.CharField(
+        max_length=10,
+        choices=CspDomainMode.choices,
+        default=CspDomainMode.DECLARED,
+        verbose_name="CSP domains",
+        help_text='With no allowed domains listed, "declared" lets the views reach every '
+        "public domain the server declares (what the official MCP Apps examples need for "
+        'their CDN); "listed" lets them reach only the domains listed, none if the list '
+        "is empty. A list always narrows what the server declares.",
     )
     granted_permissions = models.JSONField(default=list, blank=True)
     allowed_link_schemes = models.JSONField(default=default_link_schemes, blank=True)
@@ -132,7 +152,14 @@ class ApprovalRequest(models.Model):
     arguments = models.JSONField(default=dict)
     arguments_digest = models.CharField(max_length=64)
     risk = models.CharField(max_length=20, choices=Risk.choices)
+    # Where the risk comes from (policy.RiskSource: admin | declared | default); blank on
+    # rows from before it was recorded.
+    risk_source = models.CharField(max_length=10, blank=True)
     requested_by_kind = models.CharField(max_length=20)  # model | user | app_view
+    # The app view that asked (its tool call's id), for a view's request: the same view
+    # asking the same question again while this one waits joins it (``asks`` counts).
+    view_id = models.BigIntegerField(null=True, blank=True, verbose_name="view")
+    asks = models.PositiveIntegerField(default=1)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -157,7 +184,10 @@ class ApprovalRequest(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "expires_at"])]
+        indexes = [
+            models.Index(fields=["status", "expires_at"]),
+            models.Index(fields=["view_id", "status"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.status})"
@@ -216,3 +246,26 @@ class Allowance(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class CspDropsAudited(models.Model):
+    """The CSP sources a view's resource asked for and Atrium dropped, audited once per
+    resource content, binding and set of drops (not on every opening of the view): a row
+    here is the claim, taken with the audit rows in one transaction; the unique key makes
+    it hold across processes and restarts."""
+
+    binding_id = models.BigIntegerField(default=0)  # 0: a call with no binding
+    content_hash = models.CharField(max_length=64)
+    drops_digest = models.CharField(max_length=64)  # sha256 of the dropped sources
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["binding_id", "content_hash", "drops_digest"],
+                name="csp_drops_audited_once",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"CSP drops of {self.content_hash[:10]} (binding {self.binding_id}) audited"

@@ -92,6 +92,12 @@ The rules, in the order they are checked (the first failing rule is the reason):
       workspace, and that nobody revoked. An allowance never covers a tool the
       server declares ``destructiveHint: true`` nor one an admin set to
       ``ask`` explicitly (both ask for every call: see ``grantable_scopes``).
+      **A personal grant needs its owner.** On a server that signs each member
+      in with their own account (``BindingSnap.per_member_grants``), a model's or
+      view's call spends the grant of the member it runs for (``grant_owner``):
+      only that member's approval counts (``personal_grant`` otherwise), and only
+      an allowance that member granted covers it. Who may decide a request is
+      ``may_approve`` (the same rule, for the service and the card).
     - ``auto`` allows: ``ok`` for read tools; ``policy_auto_approved`` when an
       admin set ``auto`` on a risky tool (a standing approval, recorded in the
       audit log when the policy was changed).
@@ -161,6 +167,7 @@ __all__ = [
     "PolicySnap",
     "Reason",
     "Risk",
+    "RiskSource",
     "Role",
     "Scope",
     "ThreadRef",
@@ -174,6 +181,11 @@ __all__ = [
     "consults_allowance",
     "effective_visibility",
     "grantable_scopes",
+    "grant_owner",
+    "may_approve",
+    "personal_grant_message",
+    "risk_label",
+    "risk_source",
 ]
 
 # Primary keys: compare like with like (an int id never equals a str id, which
@@ -246,6 +258,15 @@ class Risk(StrEnum):
     DESTRUCTIVE = "destructive"
 
 
+class RiskSource(StrEnum):
+    """Where a tool's risk comes from: the admin's override, the server's own annotations,
+    or the MCP default for a tool that declares nothing (treated as destructive)."""
+
+    ADMIN = "admin"
+    DECLARED = "declared"
+    DEFAULT = "default"
+
+
 class Approval(StrEnum):
     AUTO = "auto"
     ASK = "ask"
@@ -305,6 +326,8 @@ class Reason(StrEnum):
     DISPLAY_MODE_NOT_DECLARED = "display_mode_not_declared"
     POLICY_DENIES = "policy_denies"
     APPROVAL_REQUIRED = "approval_required"
+    # The call spends a member's own sign-in: only that member may consent to it.
+    PERSONAL_GRANT = "personal_grant"
 
 
 # ----------------------------------------------------------------------- constants
@@ -425,6 +448,9 @@ class BindingSnap:
     allowed_domains: frozenset[str] = frozenset()
     # The bound server's own enabled flag: a server an admin disabled runs nothing.
     server_enabled: bool = True
+    # The server signs each member in with their own account (OAuth per member): a call
+    # spends the grant of the person it runs for (``grant_owner``).
+    per_member_grants: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scope", Scope(self.scope))
@@ -510,16 +536,27 @@ class AllowanceSnap:
     scope: Scope
     workspace_id: ObjectId
     thread_id: ObjectId | None = None
+    granted_by_id: ObjectId | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scope", Scope(self.scope))
         if (self.scope is Scope.THREAD) != (self.thread_id is not None):
             raise ValueError("a thread allowance names its thread; a workspace one none")
 
-    def covers(self, *, binding: BindingSnap, tool: ToolSnap, thread: ThreadRef) -> bool:
+    def covers(
+        self,
+        *,
+        binding: BindingSnap,
+        tool: ToolSnap,
+        thread: ThreadRef,
+        owner: ObjectId | None = None,
+    ) -> bool:
         """Whether this allowance applies to a call of ``tool`` under ``binding`` in
-        ``thread``."""
+        ``thread``. ``owner``: the member whose own sign-in the call spends
+        (``grant_owner``); then only an allowance that member granted covers it."""
         if self.binding_id != binding.id or self.tool_name != tool.name:
+            return False
+        if owner is not None and self.granted_by_id != owner:
             return False
         if self.workspace_id != thread.workspace_id:
             return False
@@ -539,8 +576,9 @@ class Action:
     display_mode: str | None = None
     requested_at: datetime | None = None
     # The service sets this only when replaying a request for which an approval
-    # of exactly these frozen arguments has been recorded.
+    # of exactly these frozen arguments has been recorded; ``approved_by``: who gave it.
     approved: bool = False
+    approved_by: ObjectId | None = None
     # ui/message-like requests from this view in the current rate-limit window,
     # not counting this one.
     recent_ui_messages: int = 0
@@ -567,6 +605,7 @@ class PolicyDecision:
     message: str
     audit_event_type: AuditEventType
     risk: Risk | None = None  # tool actions only
+    risk_source: RiskSource | None = None  # with ``risk``: where it comes from
     visibility: frozenset[Visibility] = frozenset()  # the tool's effective visibility
     approval_basis: ApprovalBasis | None = None  # set when a call runs on an approval
 
@@ -621,6 +660,75 @@ def effective_risk(tool: ToolSnap, policy: PolicySnap | None) -> Risk:
     if policy is not None and policy.risk is not None:
         return policy.risk
     return derive_risk(tool.annotations)
+
+
+def risk_source(tool: ToolSnap, policy: PolicySnap | None) -> RiskSource:
+    """Whether ``effective_risk`` is the admin's, the server's declaration, or the MCP
+    default for a tool that declares neither ``readOnlyHint: true`` nor a boolean
+    ``destructiveHint`` (then it is "not declared safe", and treated as destructive)."""
+    if policy is not None and policy.risk is not None:
+        return RiskSource.ADMIN
+    annotations = tool.annotations
+    if isinstance(annotations.get("destructiveHint"), bool):
+        return RiskSource.DECLARED
+    if annotations.get("readOnlyHint") is True:
+        return RiskSource.DECLARED
+    return RiskSource.DEFAULT
+
+
+_RISK_LABELS: Mapping[Risk, str] = MappingProxyType(
+    {Risk.READ: "Read", Risk.WRITE: "Write", Risk.DESTRUCTIVE: "Destructive"}
+)
+
+
+def risk_label(risk: Risk | str, source: RiskSource | str | None) -> str:
+    """What an approval card calls a tool's risk: a tool that declares nothing is not
+    called destructive (it may well only read), but what it is — not declared safe, and
+    treated as destructive."""
+    risk = Risk(risk)
+    if risk is Risk.DESTRUCTIVE and _coerce_optional(RiskSource, source) is RiskSource.DEFAULT:
+        return "Not declared safe — treated as destructive"
+    return _RISK_LABELS[risk]
+
+
+# ------------------------------------------------------------------- personal grants
+
+
+def grant_owner(
+    *, per_member_grants: bool, requested_by_kind: ActorKind | str, requester_id: ObjectId | None
+) -> ObjectId | None:
+    """The member whose own sign-in a call spends, when that call needs someone's
+    consent: on a server that signs each member in (``per_member_grants``), a model's or
+    an app view's call runs with the grant of the person it runs for (the member whose
+    message started the turn, whose browser holds the view). Only that member may consent
+    to it (``may_approve``; an allowance only they granted covers it). ``None``: anyone
+    who may decide approvals may consent (a shared or no sign-in; a person's own call is
+    their own consent anyway)."""
+    if not per_member_grants or ActorKind(requested_by_kind) is ActorKind.USER:
+        return None
+    return requester_id
+
+
+def may_approve(
+    *, role: Role | str | None, decider_id: ObjectId | None, owner: ObjectId | None
+) -> Reason | None:
+    """Why the person deciding may not approve (or allow) a request — ``None`` if they
+    may. Owners and members approve; a request that spends a member's own sign-in
+    (``owner``, see ``grant_owner``) only that member. Rejecting needs only the role:
+    anyone who may decide may say no to someone else's request."""
+    role = _coerce_optional(Role, role)
+    if role is None:
+        return Reason.NOT_A_MEMBER
+    if role is Role.VIEWER:
+        return Reason.VIEWER_CANNOT_ACT
+    if owner is not None and decider_id != owner:
+        return Reason.PERSONAL_GRANT
+    return None
+
+
+def personal_grant_message(*, owner_name: str, server_name: str) -> str:
+    """Why someone else cannot approve a call that spends ``owner_name``'s own sign-in."""
+    return f"Only {owner_name} can approve this: it uses their own sign-in to {server_name}."
 
 
 _DEFAULT_APPROVAL: Mapping[tuple[Risk, ActorKind], Approval] = MappingProxyType(
@@ -848,6 +956,7 @@ def decide(
     kind = action.kind
     event_type = event_type_for_action(kind)
     risk: Risk | None = None
+    source: RiskSource | None = None
     visibility: frozenset[Visibility] = frozenset()
 
     def result(
@@ -862,6 +971,7 @@ def decide(
             message=message,
             audit_event_type=event_type,
             risk=risk,
+            risk_source=source,
             visibility=visibility,
             approval_basis=basis,
         )
@@ -926,6 +1036,7 @@ def decide(
             return deny(Reason.TOOL_NOT_ENABLED, f"{tool.name} is not enabled for this app.")
         visibility = effective_visibility(tool, policy)
         risk = effective_risk(tool, policy)
+        source = risk_source(tool, policy)
         if rule.needs_visibility not in visibility:
             shown = _allowed_names(visibility)
             if rule.needs_visibility is Visibility.APP:
@@ -976,6 +1087,16 @@ def decide(
             ApprovalBasis.SELF,
         )
     if approval is Approval.ASK:
+        owner = grant_owner(
+            per_member_grants=binding.per_member_grants,
+            requested_by_kind=actor.kind,
+            requester_id=actor.user_id,
+        )
+        if action.approved and owner is not None and action.approved_by != owner:
+            return deny(
+                Reason.PERSONAL_GRANT,
+                f"{tool.name} runs with the requester's own sign-in: only they can approve it.",
+            )
         if action.approved:
             return result(
                 Outcome.ALLOW,
@@ -985,7 +1106,7 @@ def decide(
             )
         if (
             allowance is not None
-            and allowance.covers(binding=binding, tool=tool, thread=thread)
+            and allowance.covers(binding=binding, tool=tool, thread=thread, owner=owner)
             and consults_allowance(tool, policy)
         ):
             where = "this thread" if allowance.scope is Scope.THREAD else "this workspace"

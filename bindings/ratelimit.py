@@ -8,12 +8,19 @@ script so that N web processes see one bucket and a concurrent flood cannot take
 tokens than exist. The embedded profile is one process: a dict under a lock does the same.
 
 The bucket arithmetic is :func:`refill_and_take` (pure, unit-tested); both stores run it
-(the Lua script is a line-for-line port).
+(the Lua script is a line-for-line port). Each bucket also counts the requests it refused
+since it last allowed one (``Verdict.skipped``).
+
+Refusals are audited at a bounded rate by the same rule (:func:`audit_gate`): an audit row
+is one more token from a bucket of its own (per person, per client address, per flooded
+bucket...), and the row that is written carries how many went unwritten before it. A flood
+leaves a trace, not a flood of rows: the production audit table is insert-only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import threading
@@ -39,13 +46,26 @@ class Limit:
 class Verdict:
     allowed: bool
     retry_after: float  # seconds until a token is back (0 when allowed)
-    # The first refusal of this bucket for a while: the caller audits it (a flood leaves one
-    # row per AUDIT_EVERY seconds per bucket, with the number of refusals in between).
+    # Allowed: how many requests this bucket refused since it last allowed one.
+    skipped: int = 0
+    # A refusal the caller audits (see `take`): the first of a flood, then one every
+    # few seconds (kind RATE_LIMITED_AUDIT), with the refusals in between not audited.
     audit: bool = False
     refused_since_audit: int = 0
 
 
-AUDIT_EVERY = 10.0  # seconds between audited refusals of one bucket
+@dataclass(frozen=True)
+class AuditGate:
+    """Whether to write the audit row of a refusal (`write`), and how many refusals of the
+    same key were not written since the previous row (`skipped`, for that row to carry)."""
+
+    write: bool
+    skipped: int = 0
+
+
+# The kind of the buckets that pace the audit rows of rate-limited requests: one per
+# flooded bucket (settings: a burst of 1, refilled every few seconds).
+RATE_LIMITED_AUDIT = "rate_limited_audit"
 
 
 def limits() -> dict[str, Limit]:
@@ -72,76 +92,61 @@ def refill_and_take(
 class _LocalStore:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.buckets: dict[str, tuple[float, float]] = {}
-        self.refusals: dict[str, tuple[float, int]] = {}  # last audited at, refused since
+        # key -> (tokens, updated, refused since the last allowed take)
+        self.buckets: dict[str, tuple[float, float, int]] = {}
 
     def take(self, key: str, limit: Limit, now: float) -> Verdict:
         with self.lock:
-            tokens, updated = self.buckets.get(key, (float(limit.burst), now))
+            tokens, updated, skipped = self.buckets.get(key, (float(limit.burst), now, 0))
             allowed, left, wait = refill_and_take(tokens, updated, now, limit)
-            self.buckets[key] = (left, now)
             if allowed:
-                return Verdict(True, 0.0)
-            last, count = self.refusals.get(key, (-math.inf, 0))
-            if now - last >= AUDIT_EVERY:
-                self.refusals[key] = (now, 0)
-                return Verdict(False, wait, audit=True, refused_since_audit=count)
-            self.refusals[key] = (last, count + 1)
-            return Verdict(False, wait)
+                self.buckets[key] = (left, now, 0)
+                return Verdict(True, 0.0, skipped=skipped)
+            self.buckets[key] = (left, now, skipped + 1)
+            return Verdict(False, wait, skipped=skipped + 1)
 
     def reset(self) -> None:
         with self.lock:
             self.buckets.clear()
-            self.refusals.clear()
 
 
 # ---------------------------------------------------------------------- production store
 
-# KEYS[1] bucket hash; ARGV: burst, rate, now, audit_every. Returns
-# {allowed, retry_after*1000, audit, refused_since_audit}. Redis runs a script atomically.
+# KEYS[1] bucket hash; ARGV: burst, rate, now. Returns {allowed, retry_after*1000, skipped}
+# (skipped: refusals since the last allowed take; reset by it). Redis runs a script
+# atomically. A bucket that holds a count of refusals lives a day, so that the next audit
+# row of its key can still say how many went unwritten.
 _LUA = """
 local burst = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local now = tonumber(ARGV[3])
-local audit_every = tonumber(ARGV[4])
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'updated', 'audited', 'refused')
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'updated', 'skipped')
 local tokens = tonumber(state[1]) or burst
 local updated = tonumber(state[2]) or now
-local audited = tonumber(state[3]) or -1e18
-local refused = tonumber(state[4]) or 0
+local skipped = tonumber(state[3]) or 0
 local elapsed = math.max(0, now - updated)
 tokens = math.min(burst, tokens + elapsed * rate)
-local ttl = math.ceil(burst / math.max(rate, 0.001)) + audit_every + 1
+local ttl = math.ceil(burst / math.max(rate, 0.001)) + 1
 if tokens >= 1 then
-  redis.call('HSET', KEYS[1], 'tokens', tokens - 1, 'updated', now)
+  redis.call('HSET', KEYS[1], 'tokens', tokens - 1, 'updated', now, 'skipped', 0)
   redis.call('EXPIRE', KEYS[1], ttl)
-  return {1, 0, 0, 0}
+  return {1, 0, skipped}
 end
 local wait = -1
 if rate > 0 then wait = math.ceil((1 - tokens) / rate * 1000) end
-local audit = 0
-local since = 0
-if now - audited >= audit_every then
-  audit = 1
-  since = refused
-  redis.call('HSET', KEYS[1], 'audited', now, 'refused', 0)
-else
-  redis.call('HINCRBY', KEYS[1], 'refused', 1)
-end
-redis.call('HSET', KEYS[1], 'tokens', tokens, 'updated', now)
-redis.call('EXPIRE', KEYS[1], ttl)
-return {0, wait, audit, since}
+redis.call('HSET', KEYS[1], 'tokens', tokens, 'updated', now, 'skipped', skipped + 1)
+redis.call('EXPIRE', KEYS[1], math.max(ttl, 86400))
+return {0, wait, skipped + 1}
 """
 
 _KEY_PREFIX = "atrium:rate:"
 
 
 def _verdict(raw: list[Any]) -> Verdict:
-    allowed, wait_ms, audit, since = (int(x) for x in raw)
+    allowed, wait_ms, skipped = (int(x) for x in raw)
     if allowed:
-        return Verdict(True, 0.0)
-    retry = math.inf if wait_ms < 0 else wait_ms / 1000
-    return Verdict(False, retry, audit=bool(audit), refused_since_audit=since)
+        return Verdict(True, 0.0, skipped=skipped)
+    return Verdict(False, math.inf if wait_ms < 0 else wait_ms / 1000, skipped=skipped)
 
 
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
@@ -171,8 +176,7 @@ def _now() -> float:
     return time.time()
 
 
-def take(kind: str, key: str) -> Verdict:
-    """Take one token from the ``kind`` bucket of ``key`` (sync callers)."""
+def _take(kind: str, key: str) -> Verdict:
     global _sync_client
     limit = limits()[kind]
     if not _redis_url():
@@ -183,25 +187,53 @@ def take(kind: str, key: str) -> Verdict:
         _sync_client = redis.Redis.from_url(_redis_url())
     try:
         raw = _sync_client.eval(
-            _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now(), AUDIT_EVERY
+            _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now()
         )
     except _UNREACHABLE as exc:
         return _unlimited(kind, exc)
     return _verdict(raw)
 
 
-async def take_async(kind: str, key: str) -> Verdict:
-    """Take one token from the ``kind`` bucket of ``key`` (async callers: no thread hop)."""
+async def _take_async(kind: str, key: str) -> Verdict:
     limit = limits()[kind]
     if not _redis_url():
         return _local.take(f"{kind}:{key}", limit, _now())
     try:
         raw = await _async_client().eval(
-            _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now(), AUDIT_EVERY
+            _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now()
         )
     except _UNREACHABLE as exc:
         return _unlimited(kind, exc)
     return _verdict(raw)
+
+
+def _with_audit(verdict: Verdict, gate: Verdict) -> Verdict:
+    return dataclasses.replace(verdict, audit=gate.allowed, refused_since_audit=gate.skipped)
+
+
+def take(kind: str, key: str) -> Verdict:
+    """Take one token from the ``kind`` bucket of ``key`` (sync callers). A refusal says
+    whether to audit it (`audit_gate` on the flooded bucket)."""
+    verdict = _take(kind, key)
+    if verdict.allowed:
+        return verdict
+    return _with_audit(verdict, _take(RATE_LIMITED_AUDIT, f"{kind}:{key}"))
+
+
+async def take_async(kind: str, key: str) -> Verdict:
+    """Take one token from the ``kind`` bucket of ``key`` (async callers: no thread hop)."""
+    verdict = await _take_async(kind, key)
+    if verdict.allowed:
+        return verdict
+    return _with_audit(verdict, await _take_async(RATE_LIMITED_AUDIT, f"{kind}:{key}"))
+
+
+def audit_gate(kind: str, key: str) -> AuditGate:
+    """Whether a refusal of ``key`` gets its audit row now: a token from the ``kind``
+    bucket of ``key``. Refused, the refusal is only counted; the next row written for the
+    key carries the count (``skipped``)."""
+    verdict = _take(kind, key)
+    return AuditGate(write=verdict.allowed, skipped=verdict.skipped)
 
 
 # A Redis that restarts or is briefly unreachable must not turn every request into an

@@ -9,7 +9,7 @@ from typing import Any, overload
 from django.db.models import Q
 
 from audit.rows import OrNull, select_rows
-from mcp_bridge.models import McpServer, Tool
+from mcp_bridge.models import AuthMode, McpServer, Tool
 
 from . import policy
 from .models import Allowance, AppBinding, ToolPolicy
@@ -81,19 +81,35 @@ def binding_for(*, thread: Any, server_id: int) -> AppBinding | None:
 
 @overload
 def binding_snap(
-    binding: AppBinding, *, server_enabled: bool | None = None
+    binding: AppBinding,
+    *,
+    server_enabled: bool | None = None,
+    per_member_grants: bool | None = None,
 ) -> policy.BindingSnap: ...
 @overload
 def binding_snap(
-    binding: AppBinding | None, *, server_enabled: bool | None = None
+    binding: AppBinding | None,
+    *,
+    server_enabled: bool | None = None,
+    per_member_grants: bool | None = None,
 ) -> policy.BindingSnap | None: ...
 def binding_snap(
-    binding: AppBinding | None, *, server_enabled: bool | None = None
+    binding: AppBinding | None,
+    *,
+    server_enabled: bool | None = None,
+    per_member_grants: bool | None = None,
 ) -> policy.BindingSnap | None:
     """`server_enabled`: the bound server's flag, when the caller has just read the server
-    (else it is read here: a disabled server must decide the very next action)."""
+    (else it is read here: a disabled server must decide the very next action), with
+    `per_member_grants` (its auth mode is OAuth per member; read with the flag when the
+    caller passes neither; a caller deciding a tool call that passes the flag passes this
+    too)."""
     if binding is None:
         return None
+    if server_enabled is None:
+        server_enabled, per_member = _server_flags(binding)
+        if per_member_grants is None:
+            per_member_grants = per_member
     allowed = binding.allowed_domains
     flat: list[str] = []
     if isinstance(allowed, list):
@@ -119,14 +135,27 @@ def binding_snap(
         ui_message_rate_limit=binding.ui_message_rate_limit,
         granted_permissions=frozenset(binding.granted_permissions or ()),
         allowed_domains=frozenset(flat),
-        server_enabled=_server_enabled(binding) if server_enabled is None else server_enabled,
+        server_enabled=server_enabled,
+        per_member_grants=bool(per_member_grants),
     )
 
 
-def _server_enabled(binding: AppBinding) -> bool:
+def signs_in_members(server: McpServer) -> bool:
+    """Whether each member signs in to ``server`` with their own account (OAuth per
+    member): a call then spends the grant of the person it runs for."""
+    return server.auth_mode == AuthMode.OAUTH_MEMBER
+
+
+def _server_flags(binding: AppBinding) -> tuple[bool, bool]:
+    """The bound server's enabled flag and whether it signs each member in (one read)."""
     if AppBinding.server.is_cached(binding):
-        return bool(binding.server.enabled)
-    return McpServer.objects.filter(pk=binding.server_id, enabled=True).exists()
+        server = binding.server
+        return bool(server.enabled), server.auth_mode == AuthMode.OAUTH_MEMBER
+    row = McpServer.objects.filter(pk=binding.server_id).values_list("enabled", "auth_mode")
+    found = row.first()
+    if found is None:
+        return False, False
+    return bool(found[0]), found[1] == AuthMode.OAUTH_MEMBER
 
 
 def tool_snap(tool: Any, server_id: int, name: str) -> policy.ToolSnap:
@@ -166,13 +195,18 @@ def allowance_snap(row: Allowance | None) -> policy.AllowanceSnap | None:
         scope=policy.Scope(row.scope),
         workspace_id=row.workspace_id,
         thread_id=row.thread_id,
+        granted_by_id=row.granted_by_id,
     )
 
 
-def active_allowance(*, binding_id: int, thread: Any, tool_name: str) -> Allowance | None:
+def active_allowance(
+    *, binding_id: int, thread: Any, tool_name: str, granted_by_id: Any = None
+) -> Allowance | None:
     """The unrevoked allowance of a tool under a binding that applies to a thread (the
     thread's own before the workspace's), read fresh: one lean statement, never cached, so
-    a revocation by any process decides the very next call."""
+    a revocation by any process decides the very next call. ``granted_by_id``: only one
+    that member granted (a call spending their own sign-in, ``policy.grant_owner``)."""
+    owner = {} if granted_by_id is None else {"granted_by_id": granted_by_id}
     rows = select_rows(
         Allowance,
         binding_id=binding_id,
@@ -180,6 +214,7 @@ def active_allowance(*, binding_id: int, thread: Any, tool_name: str) -> Allowan
         revoked_at=None,
         workspace_id=thread.workspace_id,
         thread_id=OrNull(thread.pk),
+        **owner,
     )
     rows.sort(key=lambda row: (row.thread_id is None, row.pk))
     return rows[0] if rows else None
@@ -198,12 +233,19 @@ class CallAuthority:
 
 
 def call_authority(
-    *, thread: Any, server_id: int, tool_name: str, actor_kind: str = ""
+    *,
+    thread: Any,
+    server_id: int,
+    tool_name: str,
+    actor_kind: str = "",
+    grant_owner_id: Any = None,
 ) -> CallAuthority:
     """The rows ``action_authorize()`` decides a tool call with, read fresh for every call.
 
     The allowance is read only when one could decide the call (``policy.consults_allowance``;
-    never for a person's own call, which is its own consent).
+    never for a person's own call, which is its own consent); ``grant_owner_id``: the
+    member whose own sign-in the call spends (``policy.grant_owner``), whose allowance only
+    can cover it.
 
     Deliberately not cached: three or four lean statements (~0.05 ms each, see
     ``audit.rows.select_rows``) cost less than checking a cache's freshness would, and a
@@ -225,7 +267,12 @@ def call_authority(
         and actor_kind != policy.ActorKind.USER
         and policy.consults_allowance(tool_snap(tool, server_id, tool_name), rule)
     ):
-        allowance = active_allowance(binding_id=binding.pk, thread=thread, tool_name=tool_name)
+        allowance = active_allowance(
+            binding_id=binding.pk,
+            thread=thread,
+            tool_name=tool_name,
+            granted_by_id=grant_owner_id,
+        )
     return CallAuthority(binding=binding, policy=rule, tool=tool, allowance=allowance)
 
 

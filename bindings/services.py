@@ -7,6 +7,8 @@ Callers act only on `decision.allowed`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from audit.types import AuditEventType, Decision, event_type_for_action
@@ -22,8 +25,15 @@ from mcp_bridge import gateway
 from mcp_bridge.csp import parse_permissions
 from mcp_bridge.models import Tool
 
-from . import policy
-from .models import Allowance, AppBinding, ApprovalRequest, ApprovalStatus, ToolPolicy
+from . import policy, ratelimit
+from .models import (
+    Allowance,
+    AppBinding,
+    ApprovalRequest,
+    ApprovalStatus,
+    CspDropsAudited,
+    ToolPolicy,
+)
 from .selectors import (
     active_allowance,
     allowance_snap,
@@ -31,6 +41,7 @@ from .selectors import (
     binding_snap,
     bindings_for_thread,
     policy_snap,
+    signs_in_members,
     tool_snap,
 )
 from .signals import allowances_changed, approvals_cancelled
@@ -97,6 +108,7 @@ AUDITED_BINDING_FIELDS = (
     "enabled",
     "enabled_tools",
     "allowed_domains",
+    "csp_domain_mode",
     "granted_permissions",
     "allowed_link_schemes",
     "deep_link_protocol",
@@ -436,17 +448,21 @@ def action_authorize(
     display_mode: str | None = None,
     view: Any = None,
     approved: bool = False,
+    approved_by: Any = None,
     available_display_modes: tuple[str, ...] | None = None,
     recent_ui_messages: int = 0,
     binding: AppBinding | None = None,
     preread: Any = None,
     audit: bool = True,
     server_enabled: bool | None = None,
+    per_member_grants: bool | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Authorization:
     """Decide one action and audit the decision. `view` is the ToolCall of the view.
-    `server_enabled`: the target server's flag if the caller read the server row with
-    this request (saves a statement); otherwise it is read here."""
+    `server_enabled` (with `per_member_grants`, for a tool call): the target server's flag
+    and whether it signs each member in, if the caller read the server row with this
+    request (saves a statement); otherwise they are read here. `approved_by`: with
+    `approved`, the user whose approval is replayed."""
     binding = binding or binding_for(thread=thread, server_id=server_id)
     name = tool_name or getattr(tool, "name", None)
     view_ref = None
@@ -471,7 +487,9 @@ def action_authorize(
             view=view_ref,
         ),
         thread=policy.ThreadRef(id=thread.pk, workspace_id=thread.workspace_id),
-        binding=binding_snap(binding, server_enabled=server_enabled),
+        binding=binding_snap(
+            binding, server_enabled=server_enabled, per_member_grants=per_member_grants
+        ),
         tool=tool_snap(tool, server_id, name) if name else None,
         # `preread`: the rows the caller just read (bindings.selectors.call_authority).
         policy=policy_snap(binding, name) if preread is None else preread.policy,
@@ -484,6 +502,7 @@ def action_authorize(
             display_mode=display_mode,
             requested_at=timezone.now(),
             approved=approved,
+            approved_by=getattr(approved_by, "pk", approved_by),
             recent_ui_messages=recent_ui_messages,
             available_display_modes=available_display_modes,
         ),
@@ -523,6 +542,21 @@ def action_authorize(
     return Authorization(decision=decision, binding=binding, audit_id=audit_id)
 
 
+def refusal_gate(*, user: Any = None, client: str = "") -> dict[str, Any] | None:
+    """Whether a refusal gets its audit row now (DESIGN §8.10: every refusal is audited, at
+    a bounded rate per person, or per client address before sign-in): ``None`` when it is
+    only counted; otherwise what its row adds to ``extra`` (``{"skipped": N}`` when N
+    refusals of the same person or address went unwritten since their previous row)."""
+    if getattr(user, "is_authenticated", False):
+        key = f"user:{user.pk}"
+    else:
+        key = f"addr:{client[:100] or 'unknown'}"
+    gate = ratelimit.audit_gate("refusal_audit", key)
+    if not gate.write:
+        return None
+    return {"skipped": gate.skipped} if gate.skipped else {}
+
+
 def request_record_refused(
     *,
     action_kind: policy.ActionKind | str,
@@ -535,7 +569,11 @@ def request_record_refused(
     extra: dict[str, Any] | None = None,
 ) -> int:
     """Audit a request refused before policy was asked: its input was malformed or too
-    large. Like every refusal, it leaves a `denied` row; returns its id."""
+    large. Like every refusal, it leaves a `denied` row (at a bounded rate: `refusal_gate`);
+    returns its id (0: only counted)."""
+    gate = refusal_gate(user=user)
+    if gate is None:
+        return 0
     event = record(
         event_type=event_type_for_action(action_kind),
         decision=Decision.DENIED,
@@ -548,7 +586,7 @@ def request_record_refused(
         server_id=server_id,
         action=str(action_kind),
         reason=reason,
-        extra=extra,
+        extra={**(extra or {}), **gate},
     )
     return event.pk
 
@@ -564,9 +602,40 @@ def action_record_refused(
     actor_kind: str = "user",
     server_id: int | None = None,
     extra: dict[str, Any] | None = None,
+    client: str = "",
 ) -> int:
     """Audit a refusal that no policy decision recorded (a viewer's post, an unknown
-    approval, a malformed action...): every refusal leaves a `denied` row (DESIGN §8.10)."""
+    approval, a malformed action, a refused handshake...): every refusal leaves a `denied`
+    row (DESIGN §8.10), at a bounded rate per person or per ``client`` address
+    (`refusal_gate`). Returns its id (0: only counted)."""
+    gate = refusal_gate(user=user, client=client)
+    if gate is None:
+        return 0
+    return _record_refused(
+        user=user,
+        workspace_id=workspace_id,
+        thread_id=thread_id,
+        action=action,
+        reason=reason,
+        event_type=event_type,
+        actor_kind=actor_kind,
+        server_id=server_id,
+        extra={**(extra or {}), **gate},
+    )
+
+
+def _record_refused(
+    *,
+    user: Any,
+    workspace_id: int | None,
+    thread_id: int | None,
+    action: str,
+    reason: str,
+    event_type: AuditEventType,
+    actor_kind: str = "user",
+    server_id: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> int:
     authenticated = getattr(user, "is_authenticated", False)
     event = record(
         event_type=event_type,
@@ -584,9 +653,12 @@ def action_record_refused(
     return event.pk
 
 
-def socket_record_refused(*, user: Any, thread_id: int, reason: str) -> None:
+def socket_record_refused(*, user: Any, thread_id: int, reason: str, client: str = "") -> None:
     """Audit a refused thread socket (an outsider, or a thread that does not exist: the
-    same row either way, with the thread asked for)."""
+    same row either way, with the thread asked for), at a bounded rate (`refusal_gate`)."""
+    gate = refusal_gate(user=user, client=client)
+    if gate is None:
+        return
     authenticated = getattr(user, "is_authenticated", False)
     record(
         event_type=AuditEventType.SOCKET_REJECTED,
@@ -594,7 +666,7 @@ def socket_record_refused(*, user: Any, thread_id: int, reason: str) -> None:
         actor_kind="user" if authenticated else "system",
         actor_user_id=user.pk if authenticated else None,
         reason=reason,
-        extra={"thread_id": thread_id},
+        extra={"thread_id": thread_id, **gate},
     )
 
 
@@ -606,16 +678,61 @@ def rate_limit_record(
     bucket: str,
     refused_since_last: int,
 ) -> int:
-    """Audit a rate-limited request (the first of a burst; see bindings.ratelimit)."""
-    return action_record_refused(
+    """Audit a rate-limited request (the first of a burst, then one every few seconds:
+    paced by its own gate, see bindings.ratelimit.take)."""
+    return _record_refused(
         user=user,
         workspace_id=workspace_id,
         thread_id=thread_id,
         action=bucket,
         reason="rate_limited",
         event_type=AuditEventType.RATE_LIMITED,
-        extra={"bucket": bucket, "refused_since_last_row": refused_since_last},
+        extra={
+            "bucket": bucket,
+            "refused_since_last_row": refused_since_last,
+            **({"skipped": refused_since_last} if refused_since_last else {}),
+        },
     )
+
+
+def csp_drops_record(
+    *,
+    binding_id: int | None,
+    server_id: int,
+    workspace_id: int,
+    thread_id: int,
+    uri: str,
+    content_hash: str,
+    dropped: list[dict[str, str]],
+) -> int:
+    """Audit the CSP sources dropped from a view's resource once per resource content,
+    binding and set of drops (CspDropsAudited), not on every opening: a hostile app must
+    not turn each visit into rows of an insert-only table. Returns the rows written."""
+    if not dropped:
+        return 0
+    canonical = json.dumps(sorted(dropped, key=lambda d: json.dumps(d, sort_keys=True)))
+    with transaction.atomic():
+        _, first = CspDropsAudited.objects.get_or_create(
+            binding_id=binding_id or 0,
+            content_hash=content_hash[:64],
+            drops_digest=hashlib.sha256(canonical.encode()).hexdigest(),
+        )
+        if not first:
+            return 0
+        for item in dropped:
+            record(
+                event_type=AuditEventType.CSP_DOMAIN_DROPPED,
+                decision=Decision.DENIED,
+                actor_kind="system",
+                workspace_id=workspace_id,
+                thread_id=thread_id,
+                binding_id=binding_id,
+                server_id=server_id,
+                action="csp",
+                reason=str(item.get("code") or "dropped")[:200],
+                extra={**item, "uri": uri, "content_hash": content_hash[:64]},
+            )
+    return len(dropped)
 
 
 # ---------------------------------------------------------------------------- approvals
@@ -632,7 +749,11 @@ def approval_create(
     risk: str,
     requested_by_kind: str,
     requested_by: Any = None,
+    risk_source: str = "",
+    view_id: int | None = None,
 ) -> ApprovalRequest:
+    """Ask for consent to run ``tool_call`` with exactly ``arguments`` (audited).
+    ``view_id``: the app view that asked (``approval_join_pending`` finds it again)."""
     with transaction.atomic():
         approval = ApprovalRequest.objects.create(
             thread_id=thread.pk,
@@ -643,8 +764,10 @@ def approval_create(
             arguments=arguments,
             arguments_digest=digest_arguments(arguments),
             risk=risk,
+            risk_source=risk_source,
             requested_by_kind=requested_by_kind,
             requested_by=requested_by,
+            view_id=view_id,
             expires_at=timezone.now() + timedelta(seconds=settings.ATRIUM_APPROVAL_TTL),
         )
         _approval_record(
@@ -656,9 +779,125 @@ def approval_create(
             actor_kind=requested_by_kind,
             actor_user_id=getattr(requested_by, "pk", None),
             arguments=arguments,
-            extra={"risk": risk},
+            extra={"risk": risk, **({"view": view_id} if view_id is not None else {})},
         )
     return approval
+
+
+def _pending_of_view(*, view_id: int, requested_by: Any) -> Any:
+    """The requests one member's copy of a view has pending (not yet overdue)."""
+    return ApprovalRequest.objects.filter(
+        view_id=view_id,
+        requested_by_kind=policy.ActorKind.APP_VIEW,
+        requested_by_id=getattr(requested_by, "pk", None),
+        status=ApprovalStatus.PENDING,
+        expires_at__gt=timezone.now(),
+    )
+
+
+def approval_join_pending(
+    *,
+    thread: Any,
+    view_id: int,
+    requested_by: Any,
+    tool_name: str,
+    arguments: dict[str, Any],
+) -> ApprovalRequest | None:
+    """One card per question: the request this member's copy of a view already has
+    pending for the same tool with the same arguments, which a repeated request joins
+    (``asks`` + 1, audited ``Approval asked again``) instead of adding a card. None if
+    there is none. The same arguments, because an approval runs exactly the arguments it
+    shows: a request with other arguments is another question (and counts against the
+    caps, ``approval_limit_refusal``). The caller holds the view's lock."""
+    approval = (
+        _pending_of_view(view_id=view_id, requested_by=requested_by)
+        .filter(tool_name=tool_name, arguments_digest=digest_arguments(arguments))
+        .order_by("pk")
+        .first()
+    )
+    if approval is None:
+        return None
+    ApprovalRequest.objects.filter(pk=approval.pk).update(asks=F("asks") + 1)
+    approval.refresh_from_db(fields=["asks"])
+    _approval_record(
+        approval,
+        AuditEventType.APPROVAL_ASKED_AGAIN,
+        decision=Decision.PENDING,
+        reason="approval_required",
+        workspace_id=thread.workspace_id,
+        actor_kind=policy.ActorKind.APP_VIEW,
+        actor_user_id=getattr(requested_by, "pk", None),
+        extra={"view": view_id, "asks": approval.asks},
+    )
+    return approval
+
+
+def approval_limit_refusal(
+    *,
+    thread: Any,
+    binding: AppBinding,
+    view_id: int,
+    requested_by: Any,
+    server_id: int,
+    tool_name: str,
+    arguments: dict[str, Any],
+) -> BindingError | None:
+    """None if a view may ask one more question; else the refusal, audited (``Approval
+    refused: too many pending``, committed with the caller's block). At most
+    ``ATRIUM_APPROVALS_PENDING_PER_VIEW`` requests pending per member's copy of a view and
+    ``ATRIUM_APPROVALS_PENDING_PER_THREAD`` per thread (whoever asked them)."""
+    per_view = settings.ATRIUM_APPROVALS_PENDING_PER_VIEW
+    per_thread = settings.ATRIUM_APPROVALS_PENDING_PER_THREAD
+    if _pending_of_view(view_id=view_id, requested_by=requested_by).count() >= per_view:
+        code, limit, where = "too_many_pending_approvals_view", per_view, "this view"
+    elif (
+        ApprovalRequest.objects.filter(
+            thread_id=thread.pk, status=ApprovalStatus.PENDING, expires_at__gt=timezone.now()
+        ).count()
+        >= per_thread
+    ):
+        code, limit, where = "too_many_pending_approvals_thread", per_thread, "this thread"
+    else:
+        return None
+    record(
+        event_type=AuditEventType.APPROVAL_LIMIT_REACHED,
+        decision=Decision.DENIED,
+        actor_kind=policy.ActorKind.APP_VIEW,
+        actor_user_id=getattr(requested_by, "pk", None),
+        actor_label="app view",
+        workspace_id=thread.workspace_id,
+        thread_id=thread.pk,
+        binding_id=binding.pk,
+        server_id=server_id,
+        tool_name=tool_name,
+        action="approval",
+        reason=code,
+        arguments=arguments,
+        extra={"view": view_id, "limit": limit},
+    )
+    return BindingError(
+        code,
+        f"{limit} approval requests are already waiting in {where}; this call was not asked. "
+        "Answer the pending ones first.",
+    )
+
+
+def approval_grant_owner(approval: ApprovalRequest) -> int | None:
+    """The member whose own sign-in ``approval``'s call spends, if any
+    (``policy.grant_owner``): only they may approve it or allow its tool for it."""
+    owner = policy.grant_owner(
+        per_member_grants=signs_in_members(approval.server),
+        requested_by_kind=approval.requested_by_kind,
+        requester_id=approval.requested_by_id,
+    )
+    return owner if isinstance(owner, int) else None
+
+
+def approval_personal_grant_message(approval: ApprovalRequest) -> str:
+    """Why nobody but the owner of the sign-in may approve ``approval``."""
+    owner = approval.requested_by
+    name = (owner.get_full_name() or owner.get_username()) if owner is not None else "its requester"
+    return policy.personal_grant_message(owner_name=name, server_name=approval.server.name)
 
 
 def approval_record_decision(
@@ -687,7 +926,14 @@ def approval_record_decision(
             raise BindingError("not_found", "That approval request does not exist.")
         now = timezone.now()
         expired = False
-        if role not in ("owner", "member"):
+        # Who may decide: policy.may_approve (owners and members; a request that spends a
+        # member's own sign-in, only that member may approve — anyone may reject it).
+        why = policy.may_approve(
+            role=role,
+            decider_id=getattr(decider, "pk", None),
+            owner=approval_grant_owner(approval) if role in ("owner", "member") else None,
+        )
+        if why in (policy.Reason.NOT_A_MEMBER, policy.Reason.VIEWER_CANNOT_ACT):
             refused = _refuse_decision(approval, decider=decider, role=role)
         elif approval.status != ApprovalStatus.PENDING:
             raise BindingError("already_decided", f"This request was already {approval.status}.")
@@ -695,6 +941,8 @@ def approval_record_decision(
             expired = True
             # Recorded (and committed with this block); the caller learns it below.
             _expire(approval, now)
+        elif approve and why is policy.Reason.PERSONAL_GRANT:
+            refused = _refuse_decision(approval, decider=decider, role=role, reason=why)
         elif remember and remember not in approval_offers(approval, role=role):
             refused = _refuse_allowance(approval, decider=decider, scope=remember, role=role)
         else:
@@ -740,18 +988,32 @@ def _approval_record(
     )
 
 
-def _refuse_decision(approval: ApprovalRequest, *, decider: Any, role: str | None) -> BindingError:
+def _refuse_decision(
+    approval: ApprovalRequest,
+    *,
+    decider: Any,
+    role: str | None,
+    reason: policy.Reason | None = None,
+) -> BindingError:
     """Audit an attempt to decide by someone who may not (committed with the caller's
-    block: the request stays pending) and explain it."""
-    _approval_record(
-        approval,
-        AuditEventType.APPROVAL_DECISION_REFUSED,
-        decision=Decision.DENIED,
-        reason="viewer_cannot_act" if role == "viewer" else "not_a_member",
-        **_actor_fields(decider, "user"),
-        extra={"role": role or ""},
-    )
-    return BindingError("forbidden", "Only owners and members can decide approvals.")
+    block: the request stays pending) and explain it; at a bounded rate (`refusal_gate`).
+    ``reason``: ``personal_grant`` for an approval of a call that spends another member's
+    own sign-in (``policy.may_approve``)."""
+    if reason is policy.Reason.PERSONAL_GRANT:
+        code, message = str(reason), approval_personal_grant_message(approval)
+    else:
+        code = "viewer_cannot_act" if role == "viewer" else "not_a_member"
+        message = "Only owners and members can decide approvals."
+    if (gate := refusal_gate(user=decider)) is not None:
+        _approval_record(
+            approval,
+            AuditEventType.APPROVAL_DECISION_REFUSED,
+            decision=Decision.DENIED,
+            reason=code,
+            **_actor_fields(decider, "user"),
+            extra={"role": role or "", **({"message": message} if reason else {}), **gate},
+        )
+    return BindingError("forbidden" if reason is None else code, message)
 
 
 def approval_offers(approval: ApprovalRequest, *, role: str | None) -> tuple[str, ...]:
@@ -812,17 +1074,18 @@ def _create_allowance(
     allowance of the same tool at the same scope is reused, not duplicated."""
     thread_id = approval.thread_id if scope == policy.Scope.THREAD else None
     workspace_id = approval.binding.workspace_id
-    existing = (
-        Allowance.objects.select_for_update()
-        .filter(
-            binding_id=approval.binding_id,
-            tool_name=approval.tool_name,
-            workspace_id=workspace_id,
-            thread_id=thread_id,
-            revoked_at__isnull=True,
-        )
-        .first()
+    active = Allowance.objects.select_for_update().filter(
+        binding_id=approval.binding_id,
+        tool_name=approval.tool_name,
+        workspace_id=workspace_id,
+        thread_id=thread_id,
+        revoked_at__isnull=True,
     )
+    if approval_grant_owner(approval) is not None:
+        # Consent to spend one's own sign-in is one's own: another member's allowance of
+        # the tool does not stand in for it (policy.AllowanceSnap.covers).
+        active = active.filter(granted_by=granter)
+    existing = active.first()
     if existing is not None:
         return existing
     allowance = Allowance.objects.create(
@@ -858,15 +1121,16 @@ def _refuse_allowance(
             f"{approval.tool_name} cannot be allowed in advance: every call needs its own "
             "approval (the server declares it destructive, or an administrator requires it).",
         )
-    _approval_record(
-        approval,
-        AuditEventType.ALLOWANCE_REFUSED,
-        decision=Decision.DENIED,
-        reason=code,
-        action="allowance",
-        **_actor_fields(decider, "user"),
-        extra={"scope": scope, "role": role or ""},
-    )
+    if (gate := refusal_gate(user=decider)) is not None:  # bounded rate per person
+        _approval_record(
+            approval,
+            AuditEventType.ALLOWANCE_REFUSED,
+            decision=Decision.DENIED,
+            reason=code,
+            action="allowance",
+            **_actor_fields(decider, "user"),
+            extra={"scope": scope, "role": role or "", **gate},
+        )
     return BindingError(code, message)
 
 
@@ -915,15 +1179,16 @@ def allowance_revoke(
         else:
             code = message = ""
         if code:
-            _allowance_record(
-                allowance,
-                AuditEventType.ALLOWANCE_REFUSED,
-                decision=Decision.DENIED,
-                actor=actor,
-                actor_label=actor_label,
-                reason=code,
-                extra={"attempt": "revoke", "role": role or ""},
-            )
+            if (gate := refusal_gate(user=actor)) is not None:  # bounded rate per person
+                _allowance_record(
+                    allowance,
+                    AuditEventType.ALLOWANCE_REFUSED,
+                    decision=Decision.DENIED,
+                    actor=actor,
+                    actor_label=actor_label,
+                    reason=code,
+                    extra={"attempt": "revoke", "role": role or "", **gate},
+                )
             refused = BindingError(code, message)
         else:
             allowance.revoked_at = timezone.now()
@@ -943,10 +1208,69 @@ def allowance_revoke(
     return allowance
 
 
-def covered_pending_approvals(*, approval: ApprovalRequest, scope: str) -> list[int]:
+# The allowance behind "Always allow <app> to send messages in this thread" (a view's
+# ui/message then posts without its card). Not a valid MCP tool name ("/" is outside the
+# spec's [A-Za-z0-9_.-]); the catalogue does not enforce that, so a server's tool named
+# exactly "ui/message" would share such an allowance.
+VIEW_MESSAGES = "ui/message"
+
+
+def view_messages_allowed(*, binding_id: int | None, thread: Any) -> bool:
+    """Whether a member allowed this binding's views to send messages in ``thread``."""
+    if binding_id is None:
+        return False
+    found = active_allowance(binding_id=binding_id, thread=thread, tool_name=VIEW_MESSAGES)
+    return found is not None and found.thread_id == thread.pk
+
+
+def view_messages_allowance_grant(
+    *, binding_id: int, thread: Any, granter: Any, role: str | None
+) -> Allowance:
+    """A member's "Always allow <app> to send messages in this thread" (the view message
+    card's box): remembered, audited and revocable like a tool's thread allowance. Runs in
+    the caller's transaction (the Send it was ticked with)."""
+    if role not in ("owner", "member"):
+        raise BindingError("forbidden", "Only owners and members can allow this.")
+    existing = (
+        Allowance.objects.select_for_update()
+        .filter(
+            binding_id=binding_id,
+            tool_name=VIEW_MESSAGES,
+            thread_id=thread.pk,
+            revoked_at__isnull=True,
+        )
+        .first()
+    )
+    if existing is not None:
+        return existing
+    allowance = Allowance.objects.create(
+        binding=AppBinding.objects.get(pk=binding_id),
+        workspace_id=thread.workspace_id,
+        thread_id=thread.pk,
+        tool_name=VIEW_MESSAGES,
+        granted_by=granter,
+    )
+    _allowance_record(
+        allowance,
+        AuditEventType.ALLOWANCE_CREATED,
+        decision=Decision.ALLOWED,
+        actor=granter,
+        actor_label="user",
+        reason="allowed_in_thread",
+        extra={"kind": "view_messages"},
+    )
+    _announce_allowances(allowance)
+    return allowance
+
+
+def covered_pending_approvals(
+    *, approval: ApprovalRequest, scope: str, granter: Any = None
+) -> list[int]:
     """Ids of the other requests still pending that allowing ``approval``'s tool at
     ``scope`` covers (e.g. the polls a view made while the first one waited): the caller
-    settles them on the strength of the new allowance."""
+    settles them on the strength of the new allowance, granted by ``granter``. On a server
+    that signs each member in, an allowance covers only its granter's own requests
+    (``policy.grant_owner``): the others stay pending for their own members."""
     pending = ApprovalRequest.objects.filter(
         binding_id=approval.binding_id,
         tool_name=approval.tool_name,
@@ -955,7 +1279,18 @@ def covered_pending_approvals(*, approval: ApprovalRequest, scope: str) -> list[
     ).exclude(pk=approval.pk)
     if scope == policy.Scope.THREAD:
         pending = pending.filter(thread_id=approval.thread_id)
-    return list(pending.order_by("pk").values_list("pk", flat=True))
+    per_member = signs_in_members(approval.server)
+    granter_id = getattr(granter, "pk", None)
+    return [
+        pk
+        for pk, kind, requester in pending.order_by("pk").values_list(
+            "pk", "requested_by_kind", "requested_by_id"
+        )
+        if policy.grant_owner(
+            per_member_grants=per_member, requested_by_kind=kind, requester_id=requester
+        )
+        in (None, granter_id)
+    ]
 
 
 def _decide(
@@ -1042,8 +1377,8 @@ def app_view_permissions_grant(
     elif not wanted or not set(wanted) <= declared_names:
         problem = ("invalid_permissions", "The view did not ask for those permissions.")
     extra = {"permissions": wanted, "tool_call_id": tool_call_id}
-    if problem is not None:
-        with transaction.atomic():
+    if problem is not None and (gate := refusal_gate(user=actor)) is not None:
+        with transaction.atomic():  # audited at a bounded rate per person (refusal_gate)
             _view_permission_record(
                 binding,
                 AuditEventType.VIEW_PERMISSION_REFUSED,
@@ -1051,8 +1386,9 @@ def app_view_permissions_grant(
                 actor=actor,
                 thread_id=thread_id,
                 reason=problem[0],
-                extra=extra,
+                extra={**extra, **gate},
             )
+    if problem is not None:
         raise BindingError(*problem)
     with transaction.atomic():
         granted = sorted(set(binding.granted_permissions or []) | set(wanted))

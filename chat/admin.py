@@ -1,6 +1,10 @@
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
+from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -12,12 +16,79 @@ from .admin_bindings import ApprovalWorkspaceFilter, with_scope_names
 from .models import MediaAsset, Membership, Message, Thread, ThreadEvent, ToolCall, Workspace
 from .selectors import membership_for
 from .services.approvals import approval_decide_blocking
+from .services.workspaces import (
+    PROVIDER_FIELDS,
+    membership_remove,
+    membership_set,
+    thread_delete,
+    workspace_add,
+    workspace_delete,
+    workspace_provider_set,
+)
+
+# Memberships, roles, a workspace's provider settings and deletes of workspaces and threads
+# go through the audited services (chat.services.workspaces): an edit in the admin leaves
+# the same audit row, and has the same live effect (a removed member's sockets end), as
+# any other door. Messages, tool calls and media are records of what happened: viewable,
+# never edited here (a call's server, binding or UI resource is not re-pointed by staff).
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable rows, never added, changed or deleted from the admin."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class DeletesItsRecords(admin.ModelAdmin):
+    """A thread's (or workspace's) messages, tool calls and media go with it, in its audited
+    delete: the read-only admins of those records do not stand in the way."""
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        records = {str(m._meta.verbose_name) for m in (Message, ToolCall, MediaAsset)}
+        return deleted, counts, perms_needed - records, protected
 
 
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
+
+
+def save_memberships(request: HttpRequest, formset: BaseInlineFormSet) -> None:
+    """A workspace's membership rows from its inline: added, re-roled and removed through
+    the audited services (a row moved to another person is that person added and the
+    previous one removed). Fills what ``formset.save()`` would, for the admin's history."""
+    workspace = formset.instance
+    formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+    for form in formset.deleted_forms:
+        if form.instance.pk is not None:
+            membership_remove(membership=form.instance, actor=request.user)
+            formset.deleted_objects.append(form.instance)
+    for form in formset.forms:
+        if form in formset.deleted_forms or not form.has_changed():
+            continue
+        adding = form.instance.pk is None
+        if not adding and "user" in form.changed_data:
+            stored = Membership.objects.get(pk=form.instance.pk)
+            membership_remove(membership=stored, actor=request.user)
+        form.instance = membership_set(
+            workspace=workspace,
+            user=form.cleaned_data["user"],
+            role=form.cleaned_data["role"],
+            actor=request.user,
+        )
+        if adding:
+            formset.new_objects.append(form.instance)
+        else:
+            formset.changed_objects.append((form.instance, form.changed_data))
 
 
 class WorkspaceForm(forms.ModelForm):
@@ -46,12 +117,40 @@ class WorkspaceForm(forms.ModelForm):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
+class WorkspaceAdmin(DeletesItsRecords):
     form = WorkspaceForm
     list_display = ["name", "slug", "provider", "model", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
     inlines = [MembershipInline]
+
+    def save_model(
+        self, request: HttpRequest, obj: Workspace, form: forms.ModelForm, change: bool
+    ) -> None:
+        if not change:
+            workspace_add(workspace=obj, actor=request.user)
+            return
+        # The other fields are saved as they are; the provider's through the service that
+        # audits them (the admin's change view runs in one transaction).
+        provider = {name: getattr(obj, name) for name in PROVIDER_FIELDS}
+        obj.save(update_fields=[f for f in form.changed_data if f not in PROVIDER_FIELDS])
+        workspace_provider_set(workspace=obj, actor=request.user, **provider)
+
+    def save_formset(
+        self, request: HttpRequest, form: forms.ModelForm, formset: Any, change: bool
+    ) -> None:
+        if formset.model is Membership:
+            save_memberships(request, formset)
+        else:
+            super().save_formset(request, form, formset, change)
+
+    def delete_model(self, request: HttpRequest, obj: Workspace) -> None:
+        workspace_delete(workspace=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Workspace]) -> None:
+        with transaction.atomic():
+            for workspace in queryset:
+                workspace_delete(workspace=workspace, actor=request.user)
 
 
 @admin.register(Membership)
@@ -61,18 +160,47 @@ class MembershipAdmin(admin.ModelAdmin):
     list_select_related = ["user", "workspace"]
     autocomplete_fields = ["user", "workspace"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        # A membership is one person in one workspace: change its role, or remove it and
+        # add another (each audited).
+        return ["user", "workspace"] if obj is not None else []
+
+    def save_model(
+        self, request: HttpRequest, obj: Membership, form: forms.ModelForm, change: bool
+    ) -> None:
+        saved = membership_set(
+            workspace=obj.workspace, user=obj.user, role=obj.role, actor=request.user
+        )
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        membership_remove(membership=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        with transaction.atomic():
+            for membership in queryset:
+                membership_remove(membership=membership, actor=request.user)
+
 
 @admin.register(Thread)
-class ThreadAdmin(admin.ModelAdmin):
+class ThreadAdmin(DeletesItsRecords):
     list_display = ["title", "workspace", "created_by", "last_seq", "updated_at"]
     list_filter = ["workspace"]
     list_select_related = ["workspace", "created_by"]
     search_fields = ["title"]
     readonly_fields = ["last_seq"]
 
+    def delete_model(self, request: HttpRequest, obj: Thread) -> None:
+        thread_delete(thread=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        with transaction.atomic():
+            for thread in queryset:
+                thread_delete(thread=thread, actor=request.user)
+
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ReadOnlyAdmin):
     list_display = ["id", "thread", "role", "author", "author_label", "status", "created_at"]
     list_filter = ["role", "status"]
     list_select_related = ["thread", "author"]
@@ -81,7 +209,7 @@ class MessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(ReadOnlyAdmin):
     list_display = ["id", "thread", "server", "tool_name", "origin", "status", "latency_ms"]
     list_filter = ["status", "origin", "server"]
     list_select_related = ["thread", "server"]
@@ -90,7 +218,7 @@ class ToolCallAdmin(admin.ModelAdmin):
 
 
 @admin.register(MediaAsset)
-class MediaAssetAdmin(admin.ModelAdmin):
+class MediaAssetAdmin(ReadOnlyAdmin):
     list_display = ["id", "kind", "mime_type", "size", "status", "reason", "created_at"]
     list_filter = ["status", "kind"]
     raw_id_fields = ["thread", "tool_call"]

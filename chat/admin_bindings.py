@@ -33,12 +33,15 @@ from django.db import transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from bindings import policy, services
-from bindings.models import Allowance, AppBinding, ToolPolicy
+from bindings.models import Allowance, AppBinding, CspDomainMode, ToolPolicy
 from mcp_bridge.csp import CSP_CATEGORIES, PERMISSION_NAMES, validate_domain
-from mcp_bridge.models import Tool
+from mcp_bridge.models import Tool, UiResource
 
+from .app_view_bridge import effective_csp
 from .models import Thread, Workspace
 
 VISIBILITY_CHOICES = [("model", "model (offered to the model, /call)"), ("app", "app (its views)")]
@@ -120,7 +123,8 @@ class AppBindingForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="CSP sources the admin allows, one scheme://host[:port] per line (for every "
         "category), or a JSON object per category (connectDomains, resourceDomains, "
-        "frameDomains, baseUriDomains). Empty: allow what the server declares; [] allows none.",
+        "frameDomains, baseUriDomains). A list narrows what the server declares. Empty: "
+        "what the CSP domains setting above says (every declared public domain, or none).",
     )
 
     class Meta:
@@ -133,11 +137,16 @@ class AppBindingForm(forms.ModelForm):
             "allowed_link_schemes",
             "deep_link_protocol",
             "ui_message_rate_limit",
+            "csp_domain_mode",
             "allowed_domains",
         ]
+        widgets = {"csp_domain_mode": forms.RadioSelect}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if "csp_domain_mode" in self.fields:
+            # Optional in a post: left out keeps the stored mode (a new binding: declared).
+            self.fields["csp_domain_mode"].required = False
         if "workspace" in self.fields:
             self.fields["workspace"].queryset = Workspace.objects.order_by("name")
         if "thread" in self.fields:
@@ -197,6 +206,13 @@ class AppBindingForm(forms.ModelForm):
         if value in ("http", "https", "mailto"):
             raise forms.ValidationError("Use the link schemes for http, https and mailto.")
         return value
+
+    def clean_csp_domain_mode(self) -> str:
+        return (
+            self.cleaned_data.get("csp_domain_mode")
+            or self.instance.csp_domain_mode
+            or CspDomainMode.DECLARED
+        )
 
     def clean_allowed_domains(self) -> Any:
         raw = (self.cleaned_data.get("allowed_domains") or "").strip()
@@ -393,7 +409,7 @@ class AppBindingAdmin(admin.ModelAdmin):
     search_fields = ["server__name", "server__slug", "_workspace_name", "_thread_title"]
     inlines = [ToolPolicyInline]
     actions = ["enable_bindings", "disable_bindings"]
-    readonly_fields = ["created_by", "created_at", "updated_at"]
+    readonly_fields = ["declared_domains", "created_by", "created_at", "updated_at"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AppBinding]:
         queryset = super().get_queryset(request).annotate(_policies=Count("policies"))
@@ -415,12 +431,33 @@ class AppBindingAdmin(admin.ModelAdmin):
                         "allowed_link_schemes",
                         "deep_link_protocol",
                         "ui_message_rate_limit",
+                        "csp_domain_mode",
                         "allowed_domains",
+                        "declared_domains",
                     ]
                 },
             ),
             ("History", {"fields": ["created_by", "created_at", "updated_at"]}),
         ]
+
+    @admin.display(description="declared by the server")
+    def declared_domains(self, obj: AppBinding | None) -> SafeString | str:
+        """What the server's UI resources declare (``_meta.ui.csp``), read-only, and
+        whether this binding, as saved, lets its views reach each domain."""
+        if obj is None or obj.pk is None:
+            return "Shown once the binding is saved."
+        rows = declared_domain_rows(obj)
+        if not rows:
+            return "The server's views declare no external domains."
+        return format_html(
+            '<table class="declared-domains"><thead><tr><th>View</th><th>Category</th>'
+            "<th>Domain</th><th>Reachable</th></tr></thead><tbody>{}</tbody></table>",
+            format_html_join(
+                "",
+                "<tr><td><code>{}</code></td><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                rows,
+            ),
+        )
 
     @admin.display(description="workspace", ordering="_workspace_name")
     def workspace(self, obj: AppBinding) -> str:
@@ -680,3 +717,41 @@ class AllowanceAdmin(admin.ModelAdmin):
             if revoked
             else "Nothing to revoke: the selected allowances were already revoked.",
         )
+
+
+MAX_DECLARED_VIEWS = 20
+
+
+def declared_domain_rows(binding: AppBinding) -> list[tuple[str, str, str, str]]:
+    """(view URI, category, declared domain, whether the binding's views reach it — or why
+    not) for the newest version of each of the server's UI resources."""
+    newest: dict[str, UiResource] = {}
+    for resource in UiResource.objects.filter(server_id=binding.server_id).order_by(
+        "uri", "-fetched_at"
+    ):
+        newest.setdefault(resource.uri, resource)
+        if len(newest) > MAX_DECLARED_VIEWS:
+            break
+    rows: list[tuple[str, str, str, str]] = []
+    for uri, resource in list(newest.items())[:MAX_DECLARED_VIEWS]:
+        declared = (resource.meta or {}).get("csp")
+        if not isinstance(declared, dict):
+            continue
+        csp = effective_csp(resource, binding)
+        for category in CSP_CATEGORIES:
+            values = declared.get(category)
+            if not isinstance(values, list):
+                continue
+            kept = set(csp.effective.get(category, []))
+            reasons = {d["value"]: d["reason"] for d in csp.dropped if d["category"] == category}
+            for value in values:
+                shown = str(value)[:200]
+                normalized, invalid = validate_domain(value)
+                if normalized is None:
+                    verdict = f"no — invalid: {invalid}"
+                elif normalized in kept:
+                    verdict = "yes"
+                else:
+                    verdict = "no — " + reasons.get(shown, "not allowed by the app binding")
+                rows.append((uri, category, shown, verdict))
+    return rows

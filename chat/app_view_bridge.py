@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,8 +13,12 @@ from django.core import signing
 
 from audit.rows import select_rows
 from bindings.models import AppBinding
-from config.hosts import SERVER_KEY_RE
-from mcp_bridge.csp import build_csp, parse_permissions, permissions_allow_attribute
+from mcp_bridge.csp import (
+    binding_allowed,
+    build_csp,
+    parse_permissions,
+    permissions_allow_attribute,
+)
 from mcp_bridge.models import McpServer, UiResource
 from mcp_bridge.normalize import describe_part
 
@@ -58,6 +61,58 @@ def read_view_token(token: Any) -> ViewToken | None:
     return ViewToken(call_id, user_id, thread_id, binding_id, server_id)
 
 
+MESSAGE_PROPOSAL_SALT = "atrium.view-message-proposal"
+MESSAGE_PROPOSAL_MAX_AGE = 60 * 60  # seconds a message card may wait for Send
+
+
+@dataclass(frozen=True)
+class MessageProposal:
+    """A view's ``ui/message`` waiting for its person's Send (F11): the frozen text the
+    card shows, signed, so the message posted is exactly that text."""
+
+    call_id: int
+    user_id: int
+    thread_id: int
+    server_id: int
+    kind: str
+    text: str
+    nonce: str
+
+
+def sign_message_proposal(proposal: MessageProposal) -> str:
+    return signing.dumps(
+        [
+            proposal.call_id,
+            proposal.user_id,
+            proposal.thread_id,
+            proposal.server_id,
+            proposal.kind,
+            proposal.text,
+            proposal.nonce,
+        ],
+        salt=MESSAGE_PROPOSAL_SALT,
+        compress=True,
+    )
+
+
+def read_message_proposal(token: Any) -> MessageProposal | None:
+    """The proposal a card answers, or None when forged, malformed or expired."""
+    if not isinstance(token, str) or len(token) > 64_000:
+        return None
+    try:
+        values = signing.loads(token, salt=MESSAGE_PROPOSAL_SALT, max_age=MESSAGE_PROPOSAL_MAX_AGE)
+    except signing.BadSignature:
+        return None
+    if not (isinstance(values, list) and len(values) == 7):
+        return None
+    call_id, user_id, thread_id, server_id, kind, text, nonce = values
+    if not all(isinstance(v, int) for v in (call_id, user_id, thread_id, server_id)):
+        return None
+    if not all(isinstance(v, str) for v in (kind, text, nonce)):
+        return None
+    return MessageProposal(call_id, user_id, thread_id, server_id, kind, text, nonce)
+
+
 # What a view request needs of its view's row; anything else loads on access.
 VIEW_FIELDS = (
     "id",
@@ -89,21 +144,6 @@ def view_for_claims(claims: ViewToken, thread_id: int) -> ToolCall | None:
     return view
 
 
-def sandbox_key_for(server_slug: str) -> str:
-    """A server's sandbox host label: its slug when that is already one lower-case DNS
-    label, else a digest of it (slugs may hold "_" or capitals, and "Foo" and "foo" are
-    two servers: lower-casing could merge two servers' origins)."""
-    if SERVER_KEY_RE.match(server_slug) and not server_slug.startswith("xn--"):
-        return server_slug
-    return "s-" + hashlib.sha256(server_slug.encode()).hexdigest()[:20]
-
-
-def sandbox_origin_for(server_slug: str) -> str:
-    """The sandbox origin of a server's views: ``ATRIUM_SANDBOX_ORIGIN`` with its ``*.``
-    replaced by the server's key, a different site from the app and from other servers."""
-    return settings.ATRIUM_SANDBOX_ORIGIN.replace("*.", f"{sandbox_key_for(server_slug)}.", 1)
-
-
 def _declared_csp(resource: UiResource) -> dict[str, list[str]] | None:
     csp = (resource.meta or {}).get("csp")
     return csp if isinstance(csp, dict) else None
@@ -112,7 +152,9 @@ def _declared_csp(resource: UiResource) -> dict[str, list[str]] | None:
 def _allowed_domains(binding: AppBinding | None) -> Any:
     if binding is None:
         return {}
-    return binding.allowed_domains  # None: no admin restriction beyond what is declared
+    # None with the "declared" mode: no admin restriction beyond what is declared.
+    listed_only = binding.csp_domain_mode == "listed"
+    return binding_allowed(binding.allowed_domains, listed_only=listed_only)
 
 
 def effective_csp(resource: UiResource, binding: AppBinding | None):

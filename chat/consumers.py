@@ -17,7 +17,7 @@ from bindings import services as authority
 
 from . import actions, call_stops, event_tail, waiters
 from .actions import ActionContext, ActionError, SessionEnded
-from .actions.app_views import DEFERRED
+from .actions.app_views import DEFERRED, view_calls_cancel
 from .models import Membership
 from .presenters import INTERACTIVE_UI, present_event
 from .selectors import SessionPin, membership_for_session, thread_with_membership
@@ -40,24 +40,41 @@ def _reload_membership(membership: Membership, pin: SessionPin) -> Membership | 
     return membership_for_session(membership_id=membership.pk, pin=pin)
 
 
+@database_sync_to_async
+def _membership_and_events(
+    membership: Membership, pin: SessionPin, thread_id: int, after: int
+) -> tuple[Membership | None, list[dict[str, Any]]]:
+    """A replay's one database trip: the membership (and session) first, then the events,
+    none of them when the membership is gone."""
+    current = membership_for_session(membership_id=membership.pk, pin=pin)
+    if current is None:
+        return None, []
+    return current, events_after(thread_id=thread_id, after=after)
+
+
 _audit_refusal = database_sync_to_async(actions.refusal_record)
+
+SESSION_ENDED_TEXT = (
+    "Your session has ended, or you are no longer a member of this workspace; sign in again."
+)
+MEMBERSHIP_REMOVED_TEXT = "You no longer have access to this workspace."
 
 
 @database_sync_to_async
-def _audit_session_ended(ctx: ActionContext, reason: str) -> None:
+def _audit_session_ended(ctx: ActionContext, reason: str, event_type: AuditEventType) -> None:
     authority.action_record_refused(
         user=ctx.user,
         workspace_id=ctx.thread.workspace_id,
         thread_id=ctx.thread.pk,
         action="socket",
         reason=reason,
-        event_type=AuditEventType.SOCKET_CLOSED_SESSION_ENDED,
+        event_type=event_type,
     )
 
 
 @database_sync_to_async
-def _audit_refused(user: Any, thread_id: int, reason: str) -> None:
-    authority.socket_record_refused(user=user, thread_id=thread_id, reason=reason)
+def _audit_refused(user: Any, thread_id: int, reason: str, client: str) -> None:
+    authority.socket_record_refused(user=user, thread_id=thread_id, reason=reason, client=client)
 
 
 class ThreadConsumer(AsyncJsonWebsocketConsumer):
@@ -83,7 +100,8 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         found = await _load_thread(user, thread_id)
         if found is None:
             # Outsiders learn nothing: the same refusal whether or not the thread exists.
-            await _audit_refused(user, thread_id, "not_a_member")
+            client = self.scope.get("client")
+            await _audit_refused(user, thread_id, "not_a_member", str(client[0]) if client else "")
             await self.close(code=CLOSE_FORBIDDEN)
             return
         thread, membership = found
@@ -129,6 +147,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await self._replay(int(after))
 
     async def disconnect(self, code: int) -> None:
+        view_calls_cancel(self.channel_name)  # its views' waiting tools/call requests end
         if self.ctx is not None:
             event_tail.unwatch(thread_id=self.ctx.thread.pk)
             await self.channel_layer.group_discard(
@@ -147,34 +166,83 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             return  # e.g. their name changed: this session is still good
         await self._end_session("session_ended")
 
+    async def membership_changed(self, message: dict[str, Any]) -> None:
+        """The user's membership of some workspace was saved or deleted (chat.receivers):
+        re-read it when it is this socket's. Gone: the socket ends now (audited), so nothing
+        of the thread reaches a removed member any more. Another role: the socket takes it
+        and tells the client (a demoted member's composer goes read-only; every action
+        re-reads the membership anyway)."""
+        if self.ctx is None or message.get("workspace_id") != self.ctx.thread.workspace_id:
+            return
+        membership = await _reload_membership(self.ctx.membership, self.pin)
+        if self.ctx is None:
+            return  # ended while the membership was read
+        if membership is None:
+            await self._end_session(
+                "membership_removed",
+                code="membership_removed",
+                text=MEMBERSHIP_REMOVED_TEXT,
+                event_type=AuditEventType.SOCKET_CLOSED_MEMBERSHIP_REMOVED,
+            )
+            return
+        await self._take_membership(membership)
+
+    async def _take_membership(self, membership: Membership) -> None:
+        """Use the membership just re-read; a changed role is sent to the client."""
+        assert self.ctx is not None
+        previous = self.ctx.membership.role
+        self.ctx.membership = membership
+        if membership.role != previous:
+            await self.send_json(
+                {"type": "role", "role": membership.role, "canAct": membership.can_act}
+            )
+
     async def _end_session_refused(self, rid: Any) -> None:
         """An action found the membership or session gone (before it or in its first trip)."""
         await self._end_session("not_a_member_or_session_ended", rid, "forbidden")
 
-    async def _end_session(self, reason: str, rid: Any = None, code: str = "session_ended") -> None:
+    async def _end_session(
+        self,
+        reason: str,
+        rid: Any = None,
+        code: str = "session_ended",
+        *,
+        text: str = SESSION_ENDED_TEXT,
+        event_type: AuditEventType = AuditEventType.SOCKET_CLOSED_SESSION_ENDED,
+    ) -> None:
         if self.ctx is None:
             return  # ended already (a view call's task and a frame may both find it)
-        await _audit_session_ended(self.ctx, reason)
-        await self._send_error(
-            rid,
-            code,
-            "Your session has ended, or you are no longer a member of this workspace; "
-            "sign in again.",
-        )
+        await _audit_session_ended(self.ctx, reason, event_type)
+        if self.ctx is None:
+            return  # ended by another path while the audit row was written
+        await self._send_error(rid, code, text)
         ctx, self.ctx = self.ctx, None  # nothing more is handled on this socket
         event_tail.unwatch(thread_id=ctx.thread.pk)
         await self.channel_layer.group_discard(thread_group(ctx.thread.pk), self.channel_name)
         await self.channel_layer.group_discard(user_group(ctx.user.pk), self.channel_name)
         await self.close(code=CLOSE_FORBIDDEN)
 
-    async def _replay(self, after: int) -> None:
+    async def _replay(self, after: int, rid: Any = None) -> None:
+        """Stored events after ``after`` (the ``?after=`` of a connect, or a ``replay``
+        frame), only while the membership and session hold: both are read in the same trip,
+        first (a removed member, or one whose session ended, gets nothing and the socket
+        ends)."""
         assert self.ctx is not None
-        events = await database_sync_to_async(events_after)(
-            thread_id=self.ctx.thread.pk, after=after
+        membership, events = await _membership_and_events(
+            self.ctx.membership, self.pin, self.ctx.thread.pk, after
         )
+        if self.ctx is None:
+            return
+        if membership is None:
+            await self._end_session_refused(rid)
+            return
+        await self._take_membership(membership)
         for event in events:
             await self.send_json({"type": "event", **present_event(event, self.ctx.capabilities)})
-        await self.send_json({"type": "replayed", "after": after, "count": len(events)})
+        done: dict[str, Any] = {"type": "replayed", "after": after, "count": len(events)}
+        if rid is not None:
+            done["rid"] = rid  # the `replay` frame's, when it carried one
+        await self.send_json(done)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.ctx is None:
@@ -213,7 +281,16 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             if not isinstance(after, int) or isinstance(after, bool) or after < 0:
                 await self._send_error(rid, "invalid_message", "'after' must be a sequence number.")
                 return
-            await self._replay(after)
+            # A replay reads up to 2000 events: a client that asks in a loop is refused
+            # (audited, at most once a bucket every few seconds); the socket stays open.
+            verdict = await actions.take_tokens(self.ctx, [("replay", str(self.ctx.user.pk))])
+            if not verdict.allowed:
+                error = actions.rate_limited_error(verdict, "replay requests")
+                await self.send_json(
+                    {"type": "reply", "rid": rid, "ok": False, "error": error.to_dict()}
+                )
+                return
+            await self._replay(after, rid)
             return
         if kind == "ping":
             await self.send_json({"type": "pong", "rid": rid})
@@ -231,7 +308,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             if membership is None:
                 await self._end_session_refused(rid)
                 return
-            self.ctx.membership = membership
+            await self._take_membership(membership)
         try:
             result = await handler(self.ctx, content)
         except SessionEnded:
@@ -256,6 +333,16 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         )
 
     async def thread_event(self, message: dict[str, Any]) -> None:
+        # Why no membership check per event: a removal reaches this socket as a
+        # `membership.changed` message on this same channel (sent on the removal's commit,
+        # chat.receivers), and a consumer handles its channel's messages one at a time, in
+        # the order the layer queued them (one FIFO per channel, in memory and in Redis).
+        # `membership_changed` re-reads the membership (no event is handled while it
+        # waits), sets `self.ctx` to None and leaves the groups before the next message is
+        # taken, so every event queued after the removal message is dropped here. The
+        # events queued before it were broadcast before the removal was announced, which
+        # happens as soon as it commits: they were the thread's while the person was a
+        # member (a replay, and every action, re-read the membership themselves).
         if self.ctx is None:
             return
         frame = message.get("frame")
@@ -280,4 +367,6 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
 
     async def view_message(self, message: dict[str, Any]) -> None:
         """A message for this connection only (e.g. a bridge response to one of its views)."""
+        if self.ctx is None:
+            return  # the socket ended (e.g. its member was removed): nothing more is sent
         await self.send_json(message["payload"])

@@ -21,6 +21,13 @@ the web server's memory growth within 16 MiB for a 50 MB video):
   the text's length and padding). The worker decodes strictly, checks the size, and
   rejects invalid base64 with a reason (``media_processing.decode_base64_file``).
 
+Totals: one result stages at most ``ATRIUM_MEDIA_MAX_STAGED_PER_RESULT`` decoded bytes (the
+normalizer's ``max_staged_total``), and one server at most
+``ATRIUM_MEDIA_MAX_STAGED_PER_SERVER_DAY`` in any 24 hours: ``limit_server_staging`` counts
+the server's `MediaAsset` rows in the transaction that records new ones, with the server's
+row locked, so the total holds across processes. A payload past either total is an error
+part (its staging file deleted); the rest of the result is kept.
+
 Durability: the file is written (to the page cache) before the transaction that records
 it commits, so a crash of this process after the commit loses nothing. The ``fsync`` is
 not on the hot path: a background thread syncs each file right after it is written (on a
@@ -36,20 +43,30 @@ import logging
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
 
+from mcp_bridge.models import McpServer
 from mcp_bridge.normalize import (
     MediaKind,
     NormalizedResult,
     StagedPayload,
+    error_part,
     normalize_tool_result,
 )
+from mcp_bridge.normalize.limits import human_size
 from mcp_bridge.spooled_media import claim
 
+from . import media_storage
+from .media_formats import MEDIA_KINDS
 from .media_images import inline_rejection
+from .models import MediaAsset
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +98,9 @@ def normalize_result(raw: Any) -> NormalizedResult:
         inline_limit=settings.ATRIUM_MEDIA_INLINE_LIMIT,
         max_binary=settings.ATRIUM_MEDIA_MAX_BYTES,
         defer_decode_over=DEFER_DECODE_OVER,
+        max_structured=settings.ATRIUM_RESULT_MAX_STRUCTURED_BYTES,
+        max_meta=settings.ATRIUM_RESULT_MAX_META_BYTES,
+        max_staged_total=settings.ATRIUM_MEDIA_MAX_STAGED_PER_RESULT,
         claim_spooled=claim,
     )
 
@@ -165,3 +185,67 @@ def _sync(path: Path) -> None:
 def staged_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Parts whose payload waits in staging (they carry an `asset.stagingKey`)."""
     return [p for p in parts if isinstance(p.get("asset"), dict) and p["asset"].get("stagingKey")]
+
+
+STAGING_WINDOW = timedelta(days=1)
+
+
+def server_staged_bytes(*, server_id: int, since: Any) -> int:
+    """Decoded media bytes the server's tool results staged since ``since``."""
+    total = MediaAsset.objects.filter(
+        tool_call__server_id=server_id, created_at__gte=since
+    ).aggregate(total=Sum("size"))["total"]
+    return int(total or 0)
+
+
+def limit_server_staging(*, server_id: int, result: dict[str, Any]) -> int:
+    """Inside the transaction that records a result's staged media (before its `MediaAsset`
+    rows exist): a staged part past the server's total for the last 24 hours
+    (``ATRIUM_MEDIA_MAX_STAGED_PER_SERVER_DAY``) becomes a ``staged_media_daily_limit``
+    error part in place, its ``resources`` entry goes and its staging file is deleted once
+    the transaction commits. Locks the server row, so concurrent results of one server (in
+    any process) count one after the other. Returns how many parts were refused."""
+    parts = result.get("parts")
+    if not isinstance(parts, list):
+        return 0
+    staged = staged_parts(parts)
+    if not staged:
+        return 0
+    list(McpServer.objects.select_for_update().filter(pk=server_id).values_list("pk"))
+    limit = int(settings.ATRIUM_MEDIA_MAX_STAGED_PER_SERVER_DAY)
+    used = server_staged_bytes(server_id=server_id, since=timezone.now() - STAGING_WINDOW)
+    media_parts = [p for p in parts if isinstance(p, dict) and p.get("type") in ("image", "file")]
+    resources = [
+        r
+        for r in result.get("resources") or []
+        if isinstance(r, dict) and r.get("kind") in MEDIA_KINDS
+    ]
+    # Media parts and media resources are emitted pairwise, in the same order.
+    paired = len(resources) == len(media_parts)
+    refused_resources: list[int] = []
+    refused = 0
+    for part in staged:
+        size = int(part["asset"].get("size") or 0)
+        if used + size <= limit:
+            used += size
+            continue
+        refused += 1
+        staging = media_storage.staging_file(str(part["asset"]["stagingKey"]))
+        transaction.on_commit(lambda path=staging: media_storage.remove_staging_file(path))
+        if paired:
+            index = next(i for i, p in enumerate(media_parts) if p is part)
+            refused_resources.append(id(resources[index]))
+        label = part.get("filename") or part.get("mimeType") or "A media file"
+        part.clear()
+        part.update(
+            error_part(
+                "staged_media_daily_limit",
+                f"{label} ({human_size(size)}) was not stored: this server's tool results "
+                f"have reached the {human_size(limit)} limit of media per day.",
+            )
+        )
+    if refused_resources:
+        result["resources"] = [
+            r for r in result.get("resources") or [] if id(r) not in refused_resources
+        ]
+    return refused

@@ -7,6 +7,7 @@ from django.db import models
 from django.utils.text import slugify
 
 from bindings.models import ApprovalRequest
+from mcp_bridge.sealed_fields import SealedTextField
 
 
 class Role(models.TextChoices):
@@ -30,8 +31,8 @@ class Workspace(models.Model):
     )
     model = models.CharField(max_length=100, blank=True)
     provider_base_url = models.URLField(max_length=300, blank=True)
-    # Never shown back in the admin.
-    provider_api_key = models.CharField(max_length=300, blank=True)
+    # Sealed at rest (mcp_bridge.sealing, like OAuth grants); never shown back in the admin.
+    provider_api_key = SealedTextField(blank=True)
     system_prompt = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

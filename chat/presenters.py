@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from bindings import policy
+from bindings.selectors import signs_in_members
 from bindings.services import approval_offers
 from mcp_bridge.normalize import text_fallback
 
@@ -72,7 +74,7 @@ def serialize_tool_call(call: ToolCall) -> dict[str, Any]:
         "textFallback": app_view_text_fallback(call.result, has_view=view is not None),
         "widgetState": call.widget_state,
         "displayMode": call.display_mode,
-        "approval": _approval_payload(approval),
+        "approval": _approval_payload(approval, call),
         "createdAt": call.created_at.isoformat(),
         "finishedAt": call.finished_at.isoformat() if call.finished_at else None,
         "latencyMs": call.latency_ms,
@@ -93,7 +95,26 @@ def app_view_text_fallback(result: Any, *, has_view: bool) -> str | None:
     return text_fallback({**result, "parts": without_views})
 
 
-def _approval_payload(approval: Any) -> dict[str, Any] | None:
+def _only_approver(approval: Any, call: ToolCall) -> dict[str, Any] | None:
+    """The one member who may approve a request that spends their own sign-in
+    (``policy.grant_owner``), and why, for the card: everyone else may only reject it."""
+    owner_id = policy.grant_owner(
+        per_member_grants=signs_in_members(call.server),
+        requested_by_kind=approval.requested_by_kind,
+        requester_id=approval.requested_by_id,
+    )
+    if owner_id is None:
+        return None
+    owner = _user_payload(call.requested_by) if call.requested_by_id == owner_id else None
+    name = owner["name"] if owner else "the member who asked"
+    return {
+        "id": owner_id,
+        "name": name,
+        "message": policy.personal_grant_message(owner_name=name, server_name=call.server.name),
+    }
+
+
+def _approval_payload(approval: Any, call: ToolCall) -> dict[str, Any] | None:
     if approval is None:
         return None
     offers: list[str] = []
@@ -105,6 +126,13 @@ def _approval_payload(approval: Any) -> dict[str, Any] | None:
         "offers": offers,
         "status": approval.status,
         "risk": approval.risk,
+        # What the card calls it: "not declared safe" for a tool that declares nothing.
+        "riskLabel": policy.risk_label(approval.risk, approval.risk_source)
+        if approval.risk
+        else "",
+        "riskSource": approval.risk_source or None,
+        "asks": approval.asks,
+        "onlyApprover": _only_approver(approval, call) if approval.status == "pending" else None,
         "requestedByKind": approval.requested_by_kind,
         "decidedBy": _user_payload(approval.decided_by),
         "decidedAt": approval.decided_at.isoformat() if approval.decided_at else None,

@@ -50,6 +50,23 @@ def _end_sockets(user_id: int, session_key: str | None) -> None:
     transaction.on_commit(send)
 
 
+def tell_sockets_membership_changed(*, instance: Membership, **_: Any) -> None:
+    """A membership was saved or deleted (service, admin, a cascade, the shell): once that
+    is committed, every socket of the user on the workspace's threads re-reads it, in every
+    process (the channel layer's user group) — a removed member's sockets end, a re-roled
+    member's sockets take the new role (``ThreadConsumer.membership_changed``)."""
+    user_id, workspace_id = instance.user_id, instance.workspace_id
+
+    def send() -> None:
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)(
+                user_group(user_id), {"type": "membership.changed", "workspace_id": workspace_id}
+            )
+
+    transaction.on_commit(send)
+
+
 def end_sockets_on_logout(*, request: Any, user: Any, **_: Any) -> None:
     if user is not None:
         session = getattr(request, "session", None)
@@ -91,6 +108,16 @@ def connect() -> None:
         recheck_sockets_on_account_change,
         sender=get_user_model(),
         dispatch_uid="chat.recheck_sockets_on_account_change",
+    )
+    post_save.connect(
+        tell_sockets_membership_changed,
+        sender=Membership,
+        dispatch_uid="chat.tell_sockets_membership_saved",
+    )
+    post_delete.connect(
+        tell_sockets_membership_changed,
+        sender=Membership,
+        dispatch_uid="chat.tell_sockets_membership_deleted",
     )
     post_delete.connect(
         forget_grants_of_departed_member,

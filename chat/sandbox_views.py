@@ -1,9 +1,9 @@
 """The sandbox origins' only page: the proxy that hosts one view (DESIGN §7, docs/sandbox.md).
 
 No session or cookie is used here: the signed token alone names the view, and the page is
-served only on the sandbox host of the view's own server. The response carries the view's
-Content-Security-Policy as an HTTP header, so the app document the proxy writes into its
-inner frame inherits it.
+served only on the sandbox host of the view's own server in the view's own workspace. The
+response carries the view's Content-Security-Policy as an HTTP header, so the app document
+the proxy writes into its inner frame inherits it.
 """
 
 from __future__ import annotations
@@ -13,12 +13,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from .app_view_bridge import SUPPORTED_FLAVORS, effective_csp, read_view_token, sandbox_key_for
+from config.hosts import sandbox_label_for
+
+from .app_view_bridge import SUPPORTED_FLAVORS, effective_csp, read_view_token
 from .models import ToolCall
 from .services.app_views import app_view_sandbox_refused
 
 # The spec's frame (security/sandbox-permissions): the app document runs on its server's
-# sandbox origin, so it has storage of its own, isolated from the app and other servers.
+# sandbox origin in its workspace, so it has storage of its own, isolated from the app,
+# other servers and the same server's views in other workspaces.
 # allow-forms is kept for apps with plain <form>s. The host asks for these tokens and the
 # proxy never grants more (no popups, no modals, no top navigation).
 INNER_SANDBOX = "allow-scripts allow-same-origin allow-forms"
@@ -38,11 +41,12 @@ def sandbox_proxy(request: HttpRequest, token: str) -> HttpResponse:
     resource = call.ui_resource if call else None
     if resource is None or resource.flavor not in SUPPORTED_FLAVORS:
         raise Http404("Unknown or expired view.")
-    if sandbox_key_for(call.server.slug) != getattr(request, "sandbox_server_key", None):
-        # A valid token on another server's origin: that server's views could reach this
-        # one's storage. Refused and audited.
+    expected = sandbox_label_for(call.server.slug, call.thread.workspace_id)
+    if expected != getattr(request, "sandbox_label", None):
+        # A valid token on another server's (or another workspace's) origin: the views
+        # there could reach this one's storage. Refused and audited.
         app_view_sandbox_refused(call=call, user_id=claims.user_id, host=request.get_host())
-        raise Http404("This view belongs to another server's sandbox.")
+        raise Http404("This view belongs to another sandbox origin.")
     csp = effective_csp(resource, call.binding)
     theme = request.GET.get("theme")
     response = render(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse
@@ -13,6 +15,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
+from bindings import ratelimit
+from bindings import services as binding_services
+from mcp_bridge import views as oauth_views
 from mcp_bridge.models import UiResource
 
 from . import services
@@ -120,3 +125,27 @@ def view_document(request: HttpRequest, content_hash: str) -> HttpResponse:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
+
+
+@require_POST
+async def oauth_connect(request: HttpRequest, slug: str) -> HttpResponse:
+    """Start an OAuth sign-in (``mcp_bridge.views.connect``), a few times a minute per
+    person: each start sends Atrium to URLs the server chose (discovery, registration)."""
+    user = await sync_to_async(lambda: request.user if request.user.is_authenticated else None)()
+    if user is not None:
+        verdict = await ratelimit.take_async("oauth_connect", str(user.pk))
+        if not verdict.allowed:
+            if verdict.audit:
+                await database_sync_to_async(binding_services.rate_limit_record)(
+                    user=user,
+                    workspace_id=None,
+                    thread_id=None,
+                    bucket="oauth_connect",
+                    refused_since_last=verdict.refused_since_audit,
+                )
+            wait = verdict.retry_after
+            shown = "a moment" if wait == float("inf") else f"{max(1, round(wait))} s"
+            message = f"Too many sign-ins started; try again in {shown}."
+            context = {"ok": False, "message": message, "server": ""}
+            return render(request, "mcp_bridge/oauth_result.html", context, status=429)
+    return await oauth_views.connect(request, slug)

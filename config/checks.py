@@ -5,14 +5,14 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import Error, Tags, register
 
 from mcp_bridge import public_suffix
 
 
 @register(Tags.security, deploy=True)
-def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error | Warning]:
-    errors: list[Error | Warning] = []
+def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error]:
+    errors: list[Error] = []
     if settings.DEBUG:
         errors.append(Error("DEBUG is on.", hint="Unset DEBUG in production.", id="atrium.E001"))
     if not settings.SECRET_KEY_FROM_ENV or len(settings.SECRET_KEY) < 40:
@@ -97,7 +97,7 @@ def media_accel_checks(prefix: str, storage_backend: str) -> list[Error]:
     return []
 
 
-def _sandbox_site_checks(app_host: str, sandbox_domain: str) -> list[Error | Warning]:
+def _sandbox_site_checks(app_host: str, sandbox_domain: str) -> list[Error]:
     """Every server's sandbox host must be another *site* than the app (docs/sandbox.md)."""
     suffixes = public_suffix.load()
     if suffixes is None:
@@ -120,13 +120,18 @@ def _sandbox_site_checks(app_host: str, sandbox_domain: str) -> list[Error | War
             )
         ]
     if not suffixes.is_public_suffix(sandbox_domain):
+        # Each (server, workspace) is its own origin, so localStorage and IndexedDB are
+        # apart; cookies are not: any view may set one with Domain=<its registrable
+        # domain>, and browsers send it to every sibling sandbox host.
         return [
-            Warning(
-                f"{sandbox_domain!r} is not a public suffix: every server's sandbox is its "
-                "own origin, but they share one site.",
-                hint="List the sandbox domain in the Public Suffix List's private section "
-                "to make each server a site of its own (docs/sandbox.md).",
-                id="atrium.W010",
+            Error(
+                f"{sandbox_domain!r} is not a public suffix: every sandbox host under it is "
+                f"one site ({sandbox_site!r}), so a cookie one server's view sets for that "
+                "site reaches every other server's and workspace's views.",
+                hint="Use a sandbox domain on the Public Suffix List (its private section, "
+                "as github.io is), or register it there; ATRIUM_PUBLIC_SUFFIX_LIST may name "
+                "a newer copy of the list once browsers ship the entry (docs/sandbox.md).",
+                id="atrium.E010",
             )
         ]
     return []

@@ -8,7 +8,6 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from audit.types import AuditEventType
-from bindings import ratelimit
 from bindings import services as authority
 
 from .hosts import is_sandbox_host
@@ -19,12 +18,17 @@ def allowed_ws_origins() -> set[str]:
     return {settings.ATRIUM_APP_ORIGIN.lower(), *(o.lower().rstrip("/") for o in extra)}
 
 
+def client_address(scope: dict) -> str:
+    """The client address of an ASGI connection (the socket's peer: config.serve trusts
+    no forwarding header), or "" when the server does not say."""
+    client = scope.get("client")
+    return str(client[0]) if client else ""
+
+
 @database_sync_to_async
-def _audit_refused(reason: str, extra: dict[str, Any]) -> None:
-    """Every refused handshake is audited, at a bounded rate for all clients together (a
-    page that retries forever must not fill the audit log)."""
-    if not ratelimit.take("socket_refusal_audit", "all").allowed:
-        return
+def _audit_refused(reason: str, extra: dict[str, Any], client: str) -> None:
+    """Every refused handshake is audited, at a bounded rate per client address (nobody is
+    signed in yet): a page that retries forever leaves a few rows and a count of the rest."""
     authority.action_record_refused(
         user=None,
         workspace_id=None,
@@ -33,6 +37,7 @@ def _audit_refused(reason: str, extra: dict[str, Any]) -> None:
         reason=reason,
         event_type=AuditEventType.SOCKET_REJECTED,
         extra=extra,
+        client=client,
     )
 
 
@@ -51,6 +56,7 @@ class WebsocketGuard:
             await _audit_refused(
                 "sandbox_host" if is_sandbox_host(host) else "origin_not_allowed",
                 {"origin": origin[:200], "host": host[:200], "path": str(scope.get("path"))[:200]},
+                client_address(scope),
             )
             await send({"type": "websocket.close", "code": 4403})
             return

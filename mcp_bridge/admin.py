@@ -325,12 +325,67 @@ class ReadOnlyCatalogueAdmin(admin.ModelAdmin):
         return False
 
 
+class CallableFilter(admin.SimpleListFilter):
+    title = "callable"
+    parameter_name = "callable"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No (input schema refused)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Tool]) -> QuerySet[Tool]:
+        if self.value() == "yes":
+            return queryset.filter(schema_refusal="")
+        if self.value() == "no":
+            return queryset.exclude(schema_refusal="")
+        return queryset
+
+
 @admin.register(Tool)
 class ToolAdmin(ReadOnlyCatalogueAdmin):
-    list_display = ["name", "server", "title", "visibility", "resource_uri", "present"]
-    list_filter = ["server", "present", "is_app_sdk"]
+    """A tool whose input schema was refused when the catalogue was read (too complex to
+    check: ``mcp_bridge.schema.measure_input_schema``) is listed but cannot be called;
+    the list and the tool's page say why."""
+
+    list_display = [
+        "name",
+        "server",
+        "title",
+        "visibility",
+        "resource_uri",
+        "present",
+        "is_callable",
+    ]
+    list_filter = ["server", "present", CallableFilter, "is_app_sdk"]
     list_select_related = ["server"]
     search_fields = ["name", "title", "description"]
+    fields = [
+        "server",
+        "name",
+        "title",
+        "callable_status",
+        "description",
+        "input_schema",
+        "inline_check_values",
+        "output_schema",
+        "annotations",
+        "visibility",
+        "resource_uri",
+        "is_app_sdk",
+        "meta",
+        "problems",
+        "present",
+    ]
+    readonly_fields = ["callable_status"]
+
+    @admin.display(description="callable", boolean=True, ordering="schema_refusal")
+    def is_callable(self, obj: Tool) -> bool:
+        return not obj.schema_refusal
+
+    @admin.display(description="callable")
+    def callable_status(self, obj: Tool) -> str:
+        if obj.schema_refusal:
+            return f"No — {obj.schema_refusal}."
+        return "Yes"
 
 
 @admin.register(UiResource)

@@ -77,6 +77,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from mcp_bridge.egress import GuardedTransport
 from mcp_bridge.errors import (
     BridgeError,
     Cancelled,
@@ -1087,8 +1088,12 @@ def _http_transport(spec: ServerSpec) -> AbstractAsyncContextManager[tuple[Any, 
     async def transport() -> AsyncIterator[tuple[Any, Any]]:
         # Our own httpx client, for the spec's headers and connect timeout; we close it.
         timeout = httpx2.Timeout(spec.connect_timeout, read=300.0)
+        # Signed in (OAuth): a refresh or a new discovery goes only where a sign-in may.
+        guard = GuardedTransport([spec.url or ""]) if spec.auth is not None else None
         async with (
-            httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout, auth=spec.auth) as http,
+            httpx2.AsyncClient(
+                headers=dict(spec.headers), timeout=timeout, auth=spec.auth, transport=guard
+            ) as http,
             streamable_http_client(spec.url or "", http_client=http) as streams,
         ):
             yield streams

@@ -477,6 +477,15 @@ def build_csp(
     return CspResult(directives=directives, effective=effective, dropped=dropped)
 
 
+def binding_allowed(allowed: Any, *, listed_only: bool) -> Any:
+    """``build_csp``'s ``allowed`` for a binding: its admin list (declared ∩ listed). With
+    no list (``None``) every valid public declared domain is kept — unless the binding
+    allows only listed domains (``csp_domain_mode`` "listed"): then nothing is."""
+    if allowed is None and listed_only:
+        return []
+    return allowed
+
+
 def csp_from_openai(meta: Any) -> dict[str, Any]:
     """Map the Apps SDK ``openai/widgetCSP`` object onto ``_meta.ui.csp`` keys.
 

@@ -18,11 +18,11 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from . import oauth, services
+from . import oauth, schema_pool, services
 from .connections import BlockingBridge, ConnectionManager, ServerSpec
 from .errors import AuthorizationRequired, BridgeError, InvalidArguments, ToolNotFound
 from .models import OAUTH_MODES, AuthMode, McpServer, Tool, UiResource
-from .schema import validate_arguments
+from .schema import SchemaRefused, validate_arguments, validates_inline
 from .spooled_media import SPOOL_SUBDIR
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -136,30 +136,23 @@ async def tool_for(server: McpServer, name: str, *, refresh: bool = True) -> Too
     return tool
 
 
-INLINE_VALIDATION_CHARS = 8 * 1024
-VALIDATION_TIMEOUT = 2.0  # seconds
-
-
 async def _validate(arguments: dict[str, Any], tool: Tool) -> None:
-    """Check arguments against the server's schema. Small arguments inline (patterns run
-    in RE2: linear time); large ones in a thread, bounded in time, so that neither a big
-    payload nor a pathological schema holds the event loop every socket shares."""
+    """Check arguments against the server's schema without holding the event loop every
+    socket shares. The catalogue measured the schema when it was read: a refused one
+    refuses the call; a cheap one checks arguments of up to ``inline_check_values``
+    values here (linear time, a few ms at worst: ``schema.measure_input_schema``); all
+    else is checked in a worker process, killed past its deadline (``schema_pool``)."""
+    if tool.schema_refusal:
+        raise SchemaRefused(tool.schema_refusal, tool=tool.name)
     schema = tool.input_schema or None
     try:
-        small = len(json.dumps(arguments, default=str)) <= INLINE_VALIDATION_CHARS
+        text = json.dumps(arguments, default=str)
     except (TypeError, ValueError, RecursionError):
-        small = False
-    if small:
-        validate_arguments(arguments, schema)
+        text = None
+    if text is not None and validates_inline(text, tool.inline_check_values):
+        validate_arguments(arguments, schema, tool=tool.name)
         return
-    try:
-        await asyncio.wait_for(
-            asyncio.to_thread(validate_arguments, arguments, schema), VALIDATION_TIMEOUT
-        )
-    except TimeoutError:
-        raise InvalidArguments(
-            ["the arguments took too long to check against the tool's schema"], tool=tool.name
-        ) from None
+    await schema_pool.validate(arguments, schema, tool=tool.name)
 
 
 async def call_tool(

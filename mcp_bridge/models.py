@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils.text import slugify
 
+from .sealed_fields import SealedJSONField
+
 
 class Transport(models.TextChoices):
     STDIO = "stdio", "stdio"
@@ -30,12 +32,13 @@ class McpServer(models.Model):
     transport = models.CharField(max_length=20, choices=Transport.choices)
     command = models.CharField(max_length=500, blank=True)
     args = models.JSONField(default=list, blank=True)
-    # env and headers may hold secrets: the admin never shows their values back.
+    # env and headers may hold secrets: sealed at rest (mcp_bridge.sealing, like OAuth
+    # grants), and the admin never shows their values back.
     # A value written as "${NAME}" is read from this process's environment at connect time.
-    env = models.JSONField(default=dict, blank=True)
+    env = SealedJSONField(default=dict, blank=True)
     cwd = models.CharField(max_length=500, blank=True)
     url = models.URLField(max_length=500, blank=True)
-    headers = models.JSONField(default=dict, blank=True)
+    headers = SealedJSONField(default=dict, blank=True)
     auth_mode = models.CharField(
         max_length=20,
         choices=AuthMode.choices,
@@ -80,6 +83,21 @@ class Tool(models.Model):
     is_app_sdk = models.BooleanField(default=False)
     meta = models.JSONField(default=dict, blank=True)
     problems = models.JSONField(default=list, blank=True)
+    # Measured when the catalogue is read (mcp_bridge.schema.measure_input_schema): why the
+    # input schema is refused (the tool cannot be called), and how many argument values
+    # may be checked on the event loop (0: always in a worker process, with a deadline).
+    schema_refusal = models.CharField(
+        "unusable because",
+        max_length=300,
+        blank=True,
+        help_text="Why the tool's input schema was refused when the catalogue was read; "
+        "empty when the tool can be called.",
+    )
+    inline_check_values = models.PositiveIntegerField(
+        default=0,
+        help_text="Arguments of up to this many values are checked against the schema "
+        "inline; larger ones, and every call of a costly schema (0), in a worker process.",
+    )
     # False once the server stops listing it; kept so old tool calls still resolve.
     present = models.BooleanField(default=True)
     refreshed_at = models.DateTimeField(auto_now=True)

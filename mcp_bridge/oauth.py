@@ -45,6 +45,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 
 from . import services
 from .connections import ServerSpec
+from .egress import EgressRefused, GuardedTransport
 from .errors import AuthorizationRequired
 from .models import AuthMode, McpServer, OAuthGrant
 from .sealing import unseal
@@ -279,6 +280,12 @@ def _explain(
     body of a token endpoint: it may echo what we sent."""
     name = server.name
     context = provider.context if provider is not None else None
+    if isinstance(exc, EgressRefused):
+        return "private_address", (
+            f"{name}'s sign-in sends Atrium to {exc.origin}, a private or local network "
+            "address. Atrium does not connect there unless an administrator allows that "
+            "origin (ATRIUM_OAUTH_ALLOWED_PRIVATE_ORIGINS)."
+        )
     if isinstance(exc, OAuthFlowError) and "does not match" in str(exc):
         return "wrong_resource", f"{name} offers sign-in for another resource than its URL."
     if (
@@ -392,7 +399,11 @@ class _Flow:
             reason, self.message = _explain(exc, self.server, self.provider)
             log.info("sign-in to %s failed: %s (%s)", self.server.slug, reason, type(exc).__name__)
             await _db(services.grant_connect_failed)(
-                server=self.server, user=self.user, reason=reason, message=self.message
+                server=self.server,
+                user=self.user,
+                reason=reason,
+                message=self.message,
+                refused=isinstance(exc, EgressRefused),
             )
         if self.reply_to:
             await get_channel_layer().send(
@@ -401,9 +412,14 @@ class _Flow:
 
     async def _request(self) -> None:
         """One request to the MCP endpoint: its 401 starts the SDK's sign-in, whose result
-        (tokens) is all we want; the answer itself does not matter."""
+        (tokens) is all we want; the answer itself does not matter. Every request of the
+        sign-in, and every redirect hop, goes to a public address, the server's own origin
+        or an origin an administrator allowed (``mcp_bridge.egress``)."""
         body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-        async with httpx2.AsyncClient(auth=self.provider, timeout=30.0) as http:
+        transport = GuardedTransport([self.server.url])
+        async with httpx2.AsyncClient(
+            auth=self.provider, timeout=30.0, transport=transport
+        ) as http:
             await http.post(
                 self.server.url,
                 json=body,

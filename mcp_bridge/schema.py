@@ -14,7 +14,9 @@ import functools
 import itertools
 import json
 import logging
+import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import re2
@@ -29,6 +31,40 @@ logger = logging.getLogger(__name__)
 
 MAX_PROBLEMS = 20
 MAX_PROBLEM_LENGTH = 300
+
+
+class SchemaTooComplex(InvalidArguments):
+    """The check of a call's arguments passed its deadline (or its memory): refused."""
+
+    code = "schema_too_complex"
+
+    def __init__(self, *, tool: str | None = None) -> None:
+        subject = f"the tool '{tool}'" if tool else "this tool"
+        super().__init__(
+            ["the server's input schema is too complex to check in time"],
+            tool=tool,
+            user_message=f"The server's input schema for {subject} is too complex to check in "
+            "time; the call was not made.",
+        )
+
+
+class SchemaRefused(InvalidArguments):
+    """The tool's schema was refused when the catalogue was read: it cannot be called."""
+
+    code = "schema_refused"
+
+    def __init__(self, reason: str, *, tool: str | None = None) -> None:
+        subject = f"The tool '{tool}'" if tool else "This tool"
+        super().__init__([reason], tool=tool, user_message=f"{subject} cannot be called: {reason}.")
+
+
+class SchemaCheckFailed(InvalidArguments):
+    """No worker could check the arguments (busy, or it did not start): refused."""
+
+    code = "schema_check_failed"
+
+    def __init__(self, reason: str, *, tool: str | None = None) -> None:
+        super().__init__([reason], tool=tool, user_message=f"{reason[:1].upper()}{reason[1:]}.")
 
 
 def _describe(value: Any) -> str:
@@ -251,3 +287,348 @@ def validate_arguments(arguments: Any, input_schema: Any, *, tool: str | None = 
     if errors:
         raise InvalidArguments([_problem(error) for error in errors], tool=tool)
     return []
+
+
+# ---- how much work a schema can cause: measured once, when the catalogue is read
+#
+# Validating against a schema with ``$ref`` and combinators can take time exponential in
+# the schema (``anyOf`` of two ``$ref``s to a definition that does the same, 24 levels
+# deep: minutes on one small argument) or in the arguments (such a definition that
+# refers to itself through ``properties``: each level of nesting doubles the work). So
+# the measure below, pure and linear in the schema's size, sorts each tool's schema when
+# its server's catalogue is read:
+#
+# - **refused** beyond a cap (size, nesting, subschemas visited with every ``$ref``
+#   expanded, ``$ref`` expansions, branches of one combinator): the tool is listed but
+#   cannot be called, and the reason is shown to the admin;
+# - **inline** when its cost is provably linear in the arguments: no ``$ref``, no
+#   combinator or conditional, nothing that evaluates one value against several
+#   subschemas. Then every value of the arguments (and every property name, through
+#   ``propertyNames``) meets at most one subschema, so checking ``n`` values costs at most
+#   ``2 · n · heaviest`` units, where ``heaviest`` is the weight of the heaviest subschema
+#   (its keywords, its enum, its property and required lists; one unit ≈ 1.5 µs of
+#   jsonschema). Arguments of up to ``inline_nodes = INLINE_BUDGET // (2 · heaviest)``
+#   values (``argument_nodes`` counts them from their JSON text) are checked on the event
+#   loop: at most INLINE_BUDGET units, a few milliseconds at the very worst;
+# - everything else is checked in a worker process with a deadline
+#   (``mcp_bridge.schema_pool``), whatever it costs.
+
+MAX_SCHEMA_CHARS = 256 * 1024
+MAX_SCHEMA_DEPTH = 64  # nesting of JSON objects and arrays in the schema document
+MAX_EXPANDED_SUBSCHEMAS = 50_000
+MAX_REF_EXPANSIONS = 10_000
+MAX_FAN_OUT = 1_000  # branches of one allOf / anyOf / oneOf
+INLINE_BUDGET = 2_000  # units (≈ 1.5 µs each)
+INLINE_MAX_CHARS = 8 * 1024
+
+_REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+_COMBINATORS = ("allOf", "anyOf", "oneOf")
+# Keywords whose value is one subschema, a list of them, or a map of them.
+_ONE_SCHEMA = frozenset(
+    {
+        "additionalProperties",
+        "additionalItems",
+        "items",
+        "contains",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contentSchema",
+    }
+)
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "dependencies"})
+_DEFINITIONS = frozenset({"$defs", "definitions"})
+# Keywords that make one value meet several subschemas, re-walk them (unevaluated*), or
+# cost more than linear time (uniqueItems compares pairs of items that cannot be sorted).
+_NOT_INLINE = frozenset(
+    {
+        *_REF_KEYWORDS,
+        *_COMBINATORS,
+        "not",
+        "if",
+        "then",
+        "else",
+        "contains",
+        "dependentSchemas",
+        "dependencies",
+        "patternProperties",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "uniqueItems",
+    }
+)
+# Keywords a validation never evaluates (annotations): they weigh nothing.
+_ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$anchor",
+        "$comment",
+        "$vocabulary",
+        "$defs",
+        "definitions",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "format",
+        "contentMediaType",
+        "contentEncoding",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SchemaCost:
+    """What checking arguments against a schema can cost (see above)."""
+
+    chars: int = 0  # canonical JSON size
+    depth: int = 0  # JSON nesting of the document
+    subschemas: int = 0  # schema objects in the document
+    expanded: int = 0  # subschemas one evaluation visits, $refs expanded (capped)
+    ref_expansions: int = 0  # $refs followed doing so (capped)
+    fan_out: int = 0  # branches of the widest allOf / anyOf / oneOf
+    recursive: bool = False  # a $ref leads back into itself: cost grows with the arguments
+    opaque_refs: bool = False  # a $ref the measure does not follow
+    heaviest: int = 0  # weight of the heaviest subschema (units)
+    inline_nodes: int = 0  # arguments of up to this many values are checked inline
+    problem: str | None = None  # why the schema is refused, or None
+
+
+def _refused(cost: dict[str, Any], why: str) -> SchemaCost:
+    return SchemaCost(**cost, problem=f"the tool's input schema is too complex to check: {why}")
+
+
+def _document_shape(document: Any) -> tuple[int, int]:
+    """(depth, objects) of a JSON document, iteratively; stops counting past the cap."""
+    depth = objects = 0
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            objects += 1
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        depth = max(depth, level)
+        if depth > MAX_SCHEMA_DEPTH:
+            break
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return depth, objects
+
+
+def _subschemas(node: dict[str, Any]) -> Iterator[Any]:
+    """The subschemas a validation may evaluate directly below ``node`` (not $defs)."""
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            yield from (each for each in value.values() if isinstance(each, dict))
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            yield from (each for each in value if isinstance(each, dict))
+        elif key in _ONE_SCHEMA and isinstance(value, dict):
+            yield value
+
+
+def _weight(node: dict[str, Any]) -> int:
+    """Units one value costs against ``node`` alone (its subschemas not included)."""
+    weight = 2  # jsonschema's descent into a subschema
+    for key, value in node.items():
+        if key in _ANNOTATIONS:
+            continue
+        weight += 1
+        if key in ("enum", "const"):
+            members = len(value) if key == "enum" and isinstance(value, list) else 1
+            weight += members // 4 + len(json.dumps(value, default=str)) // 64
+        elif isinstance(value, list | dict):
+            weight += len(value) // 8  # properties, required, dependentRequired, type
+    return weight
+
+
+def _pointer(document: Any, ref: str, anchors: Mapping[str, Any]) -> Any:
+    """The target of a same-document ``$ref`` ("#", "#/json/pointer", "#anchor"), or None."""
+    if not ref.startswith("#"):
+        return None
+    fragment = urllib.parse.unquote(ref[1:])
+    if not fragment.startswith("/"):
+        return anchors.get(fragment) if fragment else document
+    node = document
+    for token in fragment[1:].split("/"):
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node if isinstance(node, dict) else None
+
+
+def _anchors(document: Any) -> tuple[dict[str, Any], bool]:
+    """``$anchor`` names → their subschemas, and whether a subschema below the root sets
+    its own ``$id`` (then "#…" references are relative to it: not followed here)."""
+    anchors: dict[str, Any] = {}
+    nested_id = False
+    stack: list[tuple[Any, bool]] = [(document, True)]
+    while stack:
+        node, is_root = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("$anchor"), str):
+                anchors[node["$anchor"]] = node
+            if not is_root and isinstance(node.get("$id"), str):
+                nested_id = True
+            stack.extend((child, False) for child in node.values())
+        elif isinstance(node, list):
+            stack.extend((child, False) for child in node)
+    return anchors, nested_id
+
+
+def _expand(document: dict[str, Any]) -> dict[str, Any]:
+    """Walk the schema as a validation does, $refs expanded: how many subschemas one
+    evaluation of one value can visit, how many $refs it follows, whether a $ref leads
+    back into itself, and the widest combinator. Each subschema is walked once (its
+    totals are remembered), so the walk is linear even when the totals are exponential;
+    totals are capped just past their limits. Iterative: no recursion limit to reach."""
+    anchors, nested_id = _anchors(document)
+    cap_visits, cap_refs = MAX_EXPANDED_SUBSCHEMAS + 1, MAX_REF_EXPANSIONS + 1
+    done: dict[int, tuple[int, int]] = {}  # id(node) → (visits, refs) below and at it
+    open_nodes: set[int] = set()
+    found = {"recursive": False, "opaque_refs": False, "fan_out": 0}
+
+    def edges(node: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+        """Children of a subschema: (child, 1 if reached through a $ref else 0)."""
+        out = [(child, 0) for child in _subschemas(node)]
+        for keyword in _REF_KEYWORDS:
+            ref = node.get(keyword)
+            if ref is None:
+                continue
+            # $dynamicRef / $recursiveRef and $refs below a nested $id: not followed.
+            target = None
+            if keyword == "$ref" and isinstance(ref, str) and not nested_id:
+                target = _pointer(document, ref, anchors)
+            if target is None:
+                found["opaque_refs"] = True
+            else:
+                out.append((target, 1))
+        for keyword in _COMBINATORS:
+            branches = node.get(keyword)
+            if isinstance(branches, list):
+                found["fan_out"] = max(found["fan_out"], len(branches))
+        return out
+
+    # Post-order walk: a frame is (node, its pending children, visits, refs so far).
+    stack: list[tuple[dict[str, Any], list[tuple[dict[str, Any], int]], int, int]] = []
+    open_nodes.add(id(document))
+    stack.append((document, edges(document), 1, 0))
+    while True:
+        node, pending, visits, refs = stack[-1]
+        if pending:
+            child, via_ref = pending.pop()
+            key = id(child)
+            if key in done:
+                child_visits, child_refs = done[key]
+                stack[-1] = (
+                    node,
+                    pending,
+                    min(visits + child_visits, cap_visits),
+                    min(refs + child_refs + via_ref, cap_refs),
+                )
+            elif key in open_nodes:  # a $ref back into an enclosing subschema
+                found["recursive"] = True
+                stack[-1] = (node, pending, visits, min(refs + via_ref, cap_refs))
+            else:
+                open_nodes.add(key)
+                # The parent's refs count the $ref to this child once it is done.
+                stack[-1] = (node, pending, visits, min(refs + via_ref, cap_refs))
+                stack.append((child, edges(child), 1, 0))
+            continue
+        stack.pop()
+        open_nodes.discard(id(node))
+        done[id(node)] = (visits, refs)
+        if not stack:
+            return {"expanded": visits, "ref_expansions": refs, **found}
+        parent, parent_pending, parent_visits, parent_refs = stack[-1]
+        stack[-1] = (
+            parent,
+            parent_pending,
+            min(parent_visits + visits, cap_visits),
+            min(parent_refs + refs, cap_refs),
+        )
+
+
+def _inline_weight(document: dict[str, Any]) -> int | None:
+    """The heaviest subschema's weight if the schema may be checked inline, else None."""
+    heaviest = 0
+    stack: list[Any] = [document]
+    while stack:
+        node = stack.pop()
+        if _NOT_INLINE.intersection(node):
+            return None
+        heaviest = max(heaviest, _weight(node))
+        stack.extend(_subschemas(node))
+    return heaviest
+
+
+def measure_input_schema(input_schema: Any) -> SchemaCost:
+    """How much work checking arguments against ``input_schema`` can cause, and whether
+    it is refused (``problem``) or may run inline (``inline_nodes``). Pure and linear in
+    the size of the schema; meant for the catalogue, once per tool listing."""
+    if input_schema is None or input_schema == {}:
+        heaviest = 2
+        return SchemaCost(heaviest=heaviest, inline_nodes=INLINE_BUDGET // (2 * heaviest))
+    if not isinstance(input_schema, Mapping):
+        return SchemaCost()  # unusable: validation is skipped (check_input_schema says why)
+    try:
+        chars = len(json.dumps(input_schema, sort_keys=True, allow_nan=False, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return SchemaCost()
+    cost: dict[str, Any] = {"chars": chars}
+    if chars > MAX_SCHEMA_CHARS:
+        return _refused(
+            cost, f"it is {chars // 1024} KB long (the limit is {MAX_SCHEMA_CHARS // 1024} KB)"
+        )
+    depth, subschemas = _document_shape(input_schema)
+    cost.update(depth=depth, subschemas=subschemas)
+    if depth > MAX_SCHEMA_DEPTH:
+        return _refused(cost, f"it is nested more than {MAX_SCHEMA_DEPTH} levels deep")
+    document = dict(input_schema)
+    cost.update(_expand(document))
+    if cost["fan_out"] > MAX_FAN_OUT:
+        return _refused(
+            cost,
+            f"one of its anyOf/allOf/oneOf has {cost['fan_out']} branches "
+            f"(the limit is {MAX_FAN_OUT})",
+        )
+    if cost["expanded"] > MAX_EXPANDED_SUBSCHEMAS:
+        return _refused(
+            cost, f"its $refs expand to more than {MAX_EXPANDED_SUBSCHEMAS:,} subschemas"
+        )
+    if cost["ref_expansions"] > MAX_REF_EXPANSIONS:
+        return _refused(cost, f"it follows more than {MAX_REF_EXPANSIONS:,} $refs")
+    heaviest = _inline_weight(document)
+    if heaviest is not None:
+        cost.update(heaviest=heaviest, inline_nodes=INLINE_BUDGET // (2 * heaviest))
+    return SchemaCost(**cost)
+
+
+def argument_nodes(arguments_json: str) -> int:
+    """An upper bound on the number of values (and property names) in a JSON text: each
+    one past the first follows a comma or opens a container. Commas and brackets inside
+    strings only make the bound looser."""
+    return 1 + arguments_json.count(",") + arguments_json.count("[") + arguments_json.count("{")
+
+
+def validates_inline(arguments_json: str, inline_nodes: int) -> bool:
+    """Whether arguments (as JSON text) may be checked on the event loop against a schema
+    whose measure allows ``inline_nodes`` values."""
+    return (
+        len(arguments_json) <= INLINE_MAX_CHARS and argument_nodes(arguments_json) <= inline_nodes
+    )

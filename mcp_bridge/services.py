@@ -22,6 +22,7 @@ from .connections import ServerSpec
 from .errors import InvalidResource
 from .models import AuthMode, McpServer, OAuthAuthorization, OAuthGrant, Tool, Transport, UiResource
 from .revocation import revoke_later
+from .schema import measure_input_schema
 from .sealing import reseal, seal, unseal
 from .server_config import ServerEntry
 from .uimeta import normalize_mime, parse_resource_ui, parse_tool_ui, ui_flavor
@@ -446,10 +447,16 @@ class CatalogueChange:
     removed: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     problems: dict[str, list[str]] = field(default_factory=dict)
+    # Tools listed but not callable (their input schema was refused), with the reason.
+    unusable: dict[str, str] = field(default_factory=dict)
 
 
 def catalogue_apply(*, server: McpServer, tools: list[dict[str, Any]]) -> CatalogueChange:
-    """Upsert the server's tool rows from a `tools/list` answer (wire form)."""
+    """Upsert the server's tool rows from a `tools/list` answer (wire form). Each input
+    schema is measured (``measure_input_schema``): one past the complexity caps is stored
+    with its ``schema_refusal`` (the tool cannot be called), listed under ``unusable`` in
+    this refresh's audit row; the others get how many argument values may be checked
+    inline (``inline_check_values``)."""
     change = CatalogueChange()
     seen: set[str] = set()
     with transaction.atomic():
@@ -460,12 +467,15 @@ def catalogue_apply(*, server: McpServer, tools: list[dict[str, Any]]) -> Catalo
                 continue
             seen.add(name)
             ui = parse_tool_ui(raw)
+            input_schema = (
+                raw.get("inputSchema") if isinstance(raw.get("inputSchema"), dict) else {}
+            )
+            # Measured here, once per listing: a call only reads the verdict.
+            cost = measure_input_schema(input_schema)
             values = {
                 "title": str(raw.get("title") or ui.annotations.get("title") or "")[:300],
                 "description": str(raw.get("description") or ""),
-                "input_schema": raw.get("inputSchema")
-                if isinstance(raw.get("inputSchema"), dict)
-                else {},
+                "input_schema": input_schema,
                 "output_schema": raw.get("outputSchema")
                 if isinstance(raw.get("outputSchema"), dict)
                 else None,
@@ -475,10 +485,14 @@ def catalogue_apply(*, server: McpServer, tools: list[dict[str, Any]]) -> Catalo
                 "is_app_sdk": ui.is_app_sdk,
                 "meta": raw.get("_meta") if isinstance(raw.get("_meta"), dict) else {},
                 "problems": ui.problems,
+                "schema_refusal": (cost.problem or "")[:300],
+                "inline_check_values": cost.inline_nodes,
                 "present": True,
             }
-            if ui.problems:
-                change.problems[name] = ui.problems
+            if ui.problems or cost.problem:
+                change.problems[name] = [*ui.problems, *([cost.problem] if cost.problem else [])]
+            if cost.problem:
+                change.unusable[name] = cost.problem
             row = existing.get(name)
             if row is None:
                 Tool.objects.create(server=server, name=name, **values)
@@ -506,6 +520,7 @@ def catalogue_apply(*, server: McpServer, tools: list[dict[str, Any]]) -> Catalo
                 "removed": change.removed,
                 "updated": change.updated,
                 "problems": change.problems,
+                "unusable": change.unusable,
             },
         )
     return change
@@ -774,10 +789,13 @@ def grant_disconnect_member(*, user_id: int, reason: str) -> int:
     return len(grants)
 
 
-def grant_connect_failed(*, server: McpServer, user: Any, reason: str, message: str) -> None:
+def grant_connect_failed(
+    *, server: McpServer, user: Any, reason: str, message: str, refused: bool = False
+) -> None:
+    """Audit a sign-in that failed, or that Atrium refused (``refused``: denied)."""
     _record_sign_in_problem(
         AuditEventType.OAUTH_CONNECT_FAILED,
-        decision=Decision.FAILED,
+        decision=Decision.DENIED if refused else Decision.FAILED,
         user=user,
         server_id=server.pk,
         action="oauth_connect",

@@ -3,6 +3,6 @@ from django.urls import path
 from . import views
 
 urlpatterns = [
-    path("connect/<slug:slug>/", views.connect, name="oauth-connect"),
+    # connect/<slug>/ is routed in config.urls, through its rate limit (chat.views).
     path("callback/", views.callback, name="oauth-callback"),
 ]

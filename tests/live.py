@@ -174,6 +174,7 @@ class LiveAtrium:
     extra_env: dict[str, str] = field(default_factory=dict)
     processes: list[subprocess.Popen] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    sandbox_origins: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def app_origin(self) -> str:
@@ -181,11 +182,20 @@ class LiveAtrium:
 
     @property
     def sandbox_origin(self) -> str:
-        """One origin per MCP server: "<server-key>.localhost" (docs/sandbox.md)."""
+        """One origin per MCP server and workspace: "<label>.localhost" (docs/sandbox.md)."""
         return f"http://*.localhost:{self.port}"
 
-    def sandbox_origin_of(self, server_key: str) -> str:
-        return self.sandbox_origin.replace("*.", f"{server_key}.", 1)
+    def sandbox_origin_of(self, server_slug: str, workspace: str = "acme") -> str:
+        """The sandbox origin of a server's views in a workspace (by slugs), as this server
+        builds it: the label is keyed by its SECRET_KEY (config/hosts.py)."""
+        if (server_slug, workspace) not in self.sandbox_origins:
+            out = self.shell(
+                "from chat.models import Workspace; from config.hosts import sandbox_origin_for; "
+                f"print(sandbox_origin_for({server_slug!r}, "
+                f"Workspace.objects.get(slug={workspace!r}).pk))"
+            )
+            self.sandbox_origins[(server_slug, workspace)] = out.strip().splitlines()[-1]
+        return self.sandbox_origins[(server_slug, workspace)]
 
     def setup(self) -> LiveAtrium:
         self.var_dir.mkdir(parents=True, exist_ok=True)

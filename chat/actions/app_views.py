@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from bindings import services as authority
 from bindings.policy import ActionKind
+from config.hosts import sandbox_origin_for
 from mcp_bridge import gateway
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import Tool
@@ -27,8 +28,8 @@ from ..app_view_bridge import (
     ViewToken,
     call_tool_result,
     permission_request,
+    read_message_proposal,
     read_view_token,
-    sandbox_origin_for,
     sign_view_token,
     view_for_claims,
     view_permissions,
@@ -57,6 +58,7 @@ RATE_LIMITED = -32029  # server-defined JSON-RPC error: too many requests
 VIEW_CALL_WAIT = 15 * 60  # seconds a view's tools/call may wait (e.g. for an approval)
 MAX_MODEL_CONTEXT_BYTES = 64 * 1024
 MAX_WIDGET_STATE_BYTES = 64 * 1024
+GESTURES = ("frame", "card")  # what let a view go full screen / pip (docs/view-bridge.md)
 
 # What each compat layer's request is audited as.
 COMPAT_KINDS = {
@@ -120,7 +122,7 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
     asked = permission_request(resource, call.binding, role=ctx.membership.role)
     token = sign_view_token(call=call, user_id=ctx.user.pk)
     tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
-    sandbox_origin = sandbox_origin_for(call.server.slug)
+    sandbox_origin = sandbox_origin_for(call.server.slug, call.thread.workspace_id)
     meta = resource.meta or {}
     legacy = None
     if resource.flavor in ("html", "url") or meta.get("preferredFrameSize"):
@@ -324,7 +326,11 @@ async def _tools_call(
             action_kind=kind,
         )
 
-    call = await tool_calls.tool_call_start(request)
+    try:
+        call = await tool_calls.tool_call_start(request)
+    except tool_calls.ToolCallRefused as exc:
+        # Past the caps on pending approvals (audited by the service): asked nothing.
+        raise ViewRequestError(exc.code, exc.message, RATE_LIMITED, audited=True) from exc
     if call.status not in waiters.FINAL:
         payload = await waiters.wait_final(
             call_id=call.pk,
@@ -347,6 +353,19 @@ async def _tools_call(
         error = payload.get("error") or {}
         raise ViewRequestError(error.get("code", "error"), error.get("message", "The call failed."))
     return call_tool_result(payload["result"]) or {"content": [], "isError": True}
+
+
+def view_call_key(channel_name: str, rid: Any) -> str:
+    """The task answering one of a socket's view tools/call requests."""
+    return f"view-call:{channel_name}:{rid}"
+
+
+def view_calls_cancel(channel_name: str) -> int:
+    """A socket closed: its views' pending tools/call requests stop waiting (their waiters
+    leave, and a call's shared watcher stops with its last waiter). The calls themselves
+    stay as they are: a pending approval can still be decided, and its result is stored."""
+    prefix = view_call_key(channel_name, "")
+    return sum(runtime.cancel(key) for key in runtime.running() if key.startswith(prefix))
 
 
 def _final_payload(call_id: int) -> dict[str, Any] | None:
@@ -398,7 +417,9 @@ def _content_text(content: Any) -> str:
     return "\n\n".join(texts).strip()
 
 
-def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> Message:
+def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]:
+    """``{}`` when posted (a turn may start), or ``{"confirm": card}``: what the host's
+    message card shows until the member presses Send (``view.message_decide``)."""
     text = _content_text(params.get("content"))
     kind = _kind("ui/message", params, ActionKind.UI_MESSAGE)
     if not text:
@@ -412,12 +433,17 @@ def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> Message:
             "ui/message text is limited to 8,000 characters.",
             POLICY_DENIED,
         )
-    auth, message = app_views.app_view_message_post(
-        view=view, user=ctx.user, role=ctx.membership.role, thread=ctx.thread, text=text, kind=kind
-    )
+    asked = {"view": view, "user": ctx.user, "role": ctx.membership.role, "thread": ctx.thread}
+    if app_views.app_view_message_needs_card(view=view, thread=ctx.thread):
+        # F11: it would start a model turn: the host shows the card, Send posts it.
+        auth, card = app_views.app_view_message_propose(**asked, text=text, kind=kind)
+        if not auth.allowed:
+            raise _deny(auth)
+        return {"confirm": card}
+    auth, _message = app_views.app_view_message_post(**asked, text=text, kind=kind)
     if not auth.allowed:
         raise _deny(auth)
-    return message
+    return {}
 
 
 def _refuse_oversized(
@@ -470,6 +496,9 @@ def _display_mode(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]
         ActionKind.UI_REQUEST_DISPLAY_MODE,
         display_mode=mode if isinstance(mode, str) else "",
         available_display_modes=declared,
+        # How the person let it happen (the host's word, F14): a click or key in the frame
+        # just before ("frame"), or Allow on the host's card ("card").
+        extra={"gesture": params.get("gesture") if params.get("gesture") in GESTURES else ""},
     )
     return {"mode": mode if auth.allowed else current}
 
@@ -537,10 +566,10 @@ async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dic
     if method in ("resources/read", "resources/list", "resources/templates/list", "prompts/list"):
         return await _resources(ctx, view, method, params)
     if method == "ui/message":
-        await db(_ui_message)(ctx, view, params)
-
-        await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
-        return {}
+        reply = await db(_ui_message)(ctx, view, params)
+        if not reply:
+            await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
+        return reply
     if method == "ui/update-model-context":
         await _limit(ctx, [("view_model_context", str(view.pk))], "model context updates")
         await db(_update_model_context)(ctx, view, params)
@@ -610,11 +639,59 @@ async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
         with contextlib.suppress(Exception):
             await ctx.send(reply)
 
-    runtime.spawn(f"view-call:{ctx.channel_name}:{rid}", answer())
+    runtime.spawn(view_call_key(ctx.channel_name, rid), answer())
     return DEFERRED
 
 
 DEFERRED = object()
+
+
+# ----------------------------------------------------------------- view.message_decide
+
+
+def _message_decide(ctx: ActionContext, msg: dict[str, Any]) -> Message | None:
+    decision = msg.get("decision")
+    if decision not in ("send", "dismiss"):
+        raise ActionError("invalid_message", "Send a decision: send or dismiss.")
+    proposal = read_message_proposal(msg.get("proposal"))
+    if proposal is None or (proposal.user_id, proposal.thread_id) != (ctx.user.pk, ctx.thread.pk):
+        raise ActionError(
+            "invalid_proposal", "This message request is no longer valid; ask the app again."
+        )
+    view = view_for_claims(
+        ViewToken(proposal.call_id, proposal.user_id, proposal.thread_id, None, proposal.server_id),
+        ctx.thread.pk,
+    )
+    if view is None or view.server_id != proposal.server_id:
+        raise ActionError("not_found", "That view is no longer in this thread.")
+    outcome = app_views.app_view_message_decide(
+        proposal=proposal,
+        view=view,
+        user=ctx.user,
+        role=ctx.membership.role,
+        thread=ctx.thread,
+        send=decision == "send",
+        remember=msg.get("remember") is True,
+    )
+    if outcome.outcome == "spent":
+        raise ActionError(
+            "already_answered", "This message request was already answered.", audited=True
+        )
+    if outcome.outcome == "denied" and outcome.auth is not None:
+        raise _deny(outcome.auth)
+    return outcome.message
+
+
+@action("view.message_decide")
+async def message_decide(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    """A member's Send or Dismiss on a view's message card (F11): decided on the server as
+    this person (membership re-read, role and rate re-checked), the card's frozen text
+    posted, audited; Send starts the turn the view's message would have."""
+    message = await database_sync_to_async(_message_decide)(ctx, msg)
+    if message is None:
+        return {"sent": False}
+    await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
+    return {"sent": True, "messageId": message.pk}
 
 
 @action("view.notify", admits_itself=True)

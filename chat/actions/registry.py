@@ -88,10 +88,8 @@ class SessionEnded(ActionError):
 def refusal_record(
     ctx: ActionContext, action: str, code: str, extra: dict[str, Any] | None = None
 ) -> None:
-    """Audit a refused action whose refusal is not audited yet, at a bounded rate per user:
-    bad input must not become a flood of audit rows (bindings.ratelimit)."""
-    if not ratelimit.take("refusal_audit", str(ctx.user.pk)).allowed:
-        return
+    """Audit a refused action whose refusal is not audited yet, at a bounded rate per user
+    (the service's `refusal_gate`): bad input must not become a flood of audit rows."""
     audit_services.action_record_refused(
         user=ctx.user,
         workspace_id=ctx.thread.workspace_id,

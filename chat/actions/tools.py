@@ -34,6 +34,10 @@ def _offered(ctx: ActionContext) -> list[dict[str, Any]]:
 
 @action("tools.list")
 async def list_tools(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    # Each may refresh every server's catalogue: bounded per person.
+    verdict = await take_tokens(ctx, [("tools_list", str(ctx.user.pk))])
+    if not verdict.allowed:
+        raise rate_limited_error(verdict, "tool list requests")
     await thread_catalogues_ensure(thread=ctx.thread)
     return {"tools": await _offered(ctx)}
 
@@ -59,7 +63,9 @@ async def call_tool_as_user(
             reason="viewer_cannot_act",
             extra={"tool": str(tool_name)[:200]},
         )
-    require_actor(ctx)
+        raise ActionError(
+            "forbidden", "Viewers can read this thread but not act in it.", audited=True
+        )
     if not isinstance(arguments, dict):
         raise ActionError("invalid_arguments", "Tool arguments must be a JSON object.")
     if server is None:
@@ -135,6 +141,9 @@ APPROVAL_DECISIONS = {
 @action("approval.decide")
 async def approval_decide_request(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     # No require_actor: a viewer's attempt is refused (and audited) by the service.
+    verdict = await take_tokens(ctx, [("approval_decide", str(ctx.user.pk))])
+    if not verdict.allowed:
+        raise rate_limited_error(verdict, "approval decisions")
     approval_id = msg.get("approvalId")
     decision = msg.get("decision")
     if (

@@ -4,19 +4,23 @@ parses and validates the view's request, then calls one of these."""
 
 from __future__ import annotations
 
+import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from audit.models import AuditEvent
 from audit.types import AuditEventType, Decision
 from audit.writer import record
 from bindings import services as authority
 from bindings.policy import ActionKind
-from chat.app_view_bridge import effective_csp
+from chat.app_view_bridge import MessageProposal, effective_csp, sign_message_proposal
 from chat.models import Message, MessageRole, Thread, ToolCall
 from chat.presenters import serialize_message, serialize_tool_call
+from chat.providers import config_for
 from chat.selectors import tool_calls_queryset
 from chat.thread_events import emit
 from mcp_bridge.csp import CspResult
@@ -39,17 +43,35 @@ def app_view_authorize(
     )
 
 
+def _recent_view_messages(view: ToolCall) -> int:
+    """The view's messages of the last minute (its rate), its row locked first: concurrent
+    requests of one view (two sockets, N processes) take turns on it, or each would count
+    the same few (PostgreSQL)."""
+    ToolCall.objects.select_for_update().filter(pk=view.pk).values_list("pk").first()
+    since = timezone.now() - timedelta(minutes=1)
+    return Message.objects.filter(via_tool_call=view, created_at__gte=since).count()
+
+
+def _post_view_message(*, view: ToolCall, user: Any, thread: Thread, text: str) -> Message:
+    message = Message.objects.create(
+        thread=thread,
+        role=MessageRole.USER,
+        author=user,
+        author_label=f"{view.server.name} (via view)",
+        text=text,
+        via_tool_call=view,
+    )
+    emit(thread_id=thread.pk, kind="message", payload=serialize_message(message))
+    return message
+
+
 def app_view_message_post(
     *, view: ToolCall, user: Any, role: str | None, thread: Thread, text: str, kind: ActionKind
 ) -> tuple[authority.Authorization, Message | None]:
     """A view's ``ui/message``: a user message in the thread, within the binding's rate."""
-    since = timezone.now() - timedelta(minutes=1)
     message = None
     with transaction.atomic():
-        # Count, then insert: concurrent requests of one view (two sockets, N processes)
-        # take turns on the view's row, or each would count the same few (PostgreSQL).
-        ToolCall.objects.select_for_update().filter(pk=view.pk).values_list("pk").first()
-        recent = Message.objects.filter(via_tool_call=view, created_at__gte=since).count()
+        recent = _recent_view_messages(view)
         auth = app_view_authorize(
             view=view,
             user=user,
@@ -60,16 +82,156 @@ def app_view_message_post(
             extra={"chars": len(text)},
         )
         if auth.allowed:
-            message = Message.objects.create(
-                thread=thread,
-                role=MessageRole.USER,
-                author=user,
-                author_label=f"{view.server.name} (via view)",
-                text=text,
-                via_tool_call=view,
-            )
-            emit(thread_id=thread.pk, kind="message", payload=serialize_message(message))
+            message = _post_view_message(view=view, user=user, thread=thread, text=text)
     return auth, message
+
+
+def app_view_message_needs_card(*, view: ToolCall, thread: Thread) -> bool:
+    """F11: a view's ``ui/message`` that would start a model turn waits for its person's
+    Send on a host card, unless a member ticked "Always allow <app> to send messages in
+    this thread". A ``direct`` workspace has no turns: its message is posted at once,
+    labelled with the app, as before (nothing acts on it without a person)."""
+    if config_for(thread.workspace).kind == "direct":
+        return False
+    return not authority.view_messages_allowed(binding_id=view.binding_id, thread=thread)
+
+
+def app_view_message_propose(
+    *, view: ToolCall, user: Any, role: str | None, thread: Thread, text: str, kind: ActionKind
+) -> tuple[authority.Authorization, dict[str, Any] | None]:
+    """A view's ``ui/message`` that needs its card: decided (and audited, as asked) now,
+    posted only when the member presses Send. Returns what the card shows: the frozen
+    text and the signed proposal that Send answers with."""
+    with transaction.atomic():
+        recent = _recent_view_messages(view)
+        auth = app_view_authorize(
+            view=view,
+            user=user,
+            role=role,
+            thread=thread,
+            kind=kind,
+            recent_ui_messages=recent,
+            extra={"chars": len(text), "confirmation": "asked"},
+        )
+    if not auth.allowed:
+        return auth, None
+    proposal = MessageProposal(
+        call_id=view.pk,
+        user_id=user.pk,
+        thread_id=thread.pk,
+        server_id=view.server_id,
+        kind=str(kind),
+        text=text,
+        nonce=secrets.token_urlsafe(12),
+    )
+    return auth, {
+        "proposal": sign_message_proposal(proposal),
+        "text": text,
+        "appName": view.server.name,
+        "canRemember": view.binding_id is not None and role in ("owner", "member"),
+    }
+
+
+@dataclass(frozen=True)
+class MessageDecision:
+    """What a card's Send or Dismiss did: ``outcome`` sent | dismissed | denied | spent."""
+
+    outcome: str
+    auth: authority.Authorization | None = None
+    message: Message | None = None
+
+
+def _decision_record(
+    event_type: AuditEventType,
+    decision: Decision,
+    *,
+    proposal: MessageProposal,
+    view: ToolCall,
+    user: Any,
+    thread: Thread,
+    reason: str,
+    **extra: Any,
+) -> None:
+    record(
+        event_type=event_type,
+        decision=decision,
+        actor_kind="user",
+        actor_user_id=user.pk,
+        workspace_id=thread.workspace_id,
+        thread_id=thread.pk,
+        binding_id=view.binding_id,
+        server_id=view.server_id,
+        action="view_message",
+        reason=reason,
+        extra={"view": view.pk, "nonce": proposal.nonce, "chars": len(proposal.text), **extra},
+    )
+
+
+def app_view_message_decide(
+    *,
+    proposal: MessageProposal,
+    view: ToolCall,
+    user: Any,
+    role: str | None,
+    thread: Thread,
+    send: bool,
+    remember: bool = False,
+) -> MessageDecision:
+    """A member's Send or Dismiss on a view's message card. Send re-decides the request
+    as this person now (role, rate, binding: audited) and posts exactly the card's frozen
+    text; ``remember`` also allows the app's messages in this thread from now on. Each
+    card is answered once."""
+    with transaction.atomic():
+        recent = _recent_view_messages(view)
+        spent = AuditEvent.objects.filter(
+            thread_id=thread.pk,
+            event_type__in=(
+                AuditEventType.VIEW_MESSAGE_SENT,
+                AuditEventType.VIEW_MESSAGE_DISMISSED,
+            ),
+            extra__nonce=proposal.nonce,
+        ).exists()
+        common = {"proposal": proposal, "view": view, "user": user, "thread": thread}
+        if spent:
+            _decision_record(
+                AuditEventType.VIEW_MESSAGE_REFUSED,
+                Decision.DENIED,
+                reason="already_answered",
+                **common,
+            )
+            return MessageDecision("spent")
+        if not send:
+            _decision_record(
+                AuditEventType.VIEW_MESSAGE_DISMISSED,
+                Decision.REJECTED,
+                reason="dismissed",
+                **common,
+            )
+            return MessageDecision("dismissed")
+        auth = app_view_authorize(
+            view=view,
+            user=user,
+            role=role,
+            thread=thread,
+            kind=ActionKind(proposal.kind),
+            recent_ui_messages=recent,
+            extra={"chars": len(proposal.text), "confirmation": "sent"},
+        )
+        if not auth.allowed:
+            return MessageDecision("denied", auth)
+        if remember and view.binding_id is not None:
+            authority.view_messages_allowance_grant(
+                binding_id=view.binding_id, thread=thread, granter=user, role=role
+            )
+        _decision_record(
+            AuditEventType.VIEW_MESSAGE_SENT,
+            Decision.APPROVED,
+            reason="sent",
+            remembered=bool(remember),
+            **common,
+        )
+        message = _post_view_message(view=view, user=user, thread=thread, text=proposal.text)
+    return MessageDecision("sent", auth, message)
 
 
 def app_view_model_context_set(
@@ -120,24 +282,24 @@ def app_view_open(
             extra={"view": call.pk, "uri": resource.uri, "opened": True},
         )
         csp = effective_csp(resource, call.binding) if auth.allowed else None
-        for dropped in csp.dropped if csp else ():
-            record(
-                event_type=AuditEventType.CSP_DOMAIN_DROPPED,
-                decision=Decision.DENIED,
-                actor_kind="system",
-                workspace_id=thread.workspace_id,
-                thread_id=thread.pk,
+        if csp is not None:  # audited once per resource content and binding, not per open
+            authority.csp_drops_record(
                 binding_id=call.binding_id,
                 server_id=call.server_id,
-                action="csp",
-                reason=str(dropped.get("code") or "dropped")[:200],
-                extra={**dropped, "uri": resource.uri},
+                workspace_id=thread.workspace_id,
+                thread_id=thread.pk,
+                uri=resource.uri,
+                content_hash=resource.content_hash,
+                dropped=csp.dropped,
             )
     return auth, csp
 
 
 def app_view_token_rejected(*, user: Any, thread: Thread, reason: str) -> None:
-    """Audit a view request whose token is invalid or not this person's in this thread."""
+    """Audit a view request whose token is invalid or not this person's in this thread
+    (at a bounded rate per person: `refusal_gate`)."""
+    if (gate := authority.refusal_gate(user=user)) is None:
+        return
     record(
         event_type=AuditEventType.VIEW_TOKEN_REJECTED,
         decision=Decision.DENIED,
@@ -147,6 +309,7 @@ def app_view_token_rejected(*, user: Any, thread: Thread, reason: str) -> None:
         thread_id=thread.pk,
         action="view_request",
         reason=reason,
+        extra=gate or None,
     )
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from bindings import services as authority
 from bindings.models import ApprovalRequest
+from bindings.selectors import signs_in_members
 from chat import runtime
 from chat.models import Membership, ToolCall, ToolCallStatus
 from chat.services.tool_calls import (
@@ -92,7 +93,9 @@ def _approval_outcome(
             arguments=approval.arguments,
             view=call.parent_view,
             approved=True,
+            approved_by=approval.decided_by_id,  # a personal grant needs its owner's approval
             server_enabled=call.server.enabled,  # just read: a disabled server runs nothing
+            per_member_grants=signs_in_members(call.server),
             extra={"approval_id": approval.pk},
         )
         if not auth.allowed:
@@ -118,7 +121,8 @@ def _settle_covered(
     Each is decided and re-authorized like any approval. Returns the calls to run."""
     approval = ApprovalRequest.objects.select_related("binding").get(pk=approval_id)
     runnable = []
-    for other_id in authority.covered_pending_approvals(approval=approval, scope=scope):
+    covered = authority.covered_pending_approvals(approval=approval, scope=scope, granter=decider)
+    for other_id in covered:
         try:
             call, run = _approval_outcome(
                 approval_id=other_id,

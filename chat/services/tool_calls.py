@@ -26,12 +26,12 @@ from audit.types import AuditEventType, Decision
 from audit.writer import record
 from bindings import services as authority
 from bindings.models import ApprovalRequest
-from bindings.policy import ActionKind
-from bindings.selectors import call_authority
+from bindings.policy import ActionKind, grant_owner
+from bindings.selectors import call_authority, signs_in_members
 from chat import runtime
 from chat.call_runners import claimed_while_running, orphaned_running_calls
 from chat.groups import CALL_RUNNERS, call_stop_message
-from chat.media import normalize_result, staged_parts
+from chat.media import limit_server_staging, normalize_result, staged_parts
 from chat.models import MediaAsset, Message, Thread, ToolCall, ToolCallStatus
 from chat.presenters import serialize_tool_call
 from chat.selectors import tool_calls_queryset
@@ -156,8 +156,25 @@ def _decide(
     tool absent from the catalogue returns None before anything is written (the caller
     refreshes the catalogue once and decides again). With `quiet_start`, an allowed call
     is recorded (and its decision audited) without its "running" event: `execute`
-    announces it only if the call is still running after ANNOUNCE_AFTER."""
+    announces it only if the call is still running after ANNOUNCE_AFTER. A view past the
+    caps on pending approvals raises ToolCallRefused (audited, nothing recorded)."""
+    decided = _decide_atomic(
+        request=request, tool=tool, refresh_missing=refresh_missing, quiet_start=quiet_start
+    )
+    if isinstance(decided, authority.BindingError):
+        raise ToolCallRefused(decided.code, decided.message)
+    return decided
+
+
+def _decide_atomic(
+    *,
+    request: CallRequest,
+    tool: Any = _READ,
+    refresh_missing: bool = False,
+    quiet_start: bool = False,
+) -> tuple[ToolCall, str, Tool | None] | authority.BindingError | None:
     kind = request.action_kind or ACTION_FOR_ORIGIN[request.origin]
+    per_member = signs_in_members(request.server)
     with transaction.atomic():
         check_fence()  # a model turn that lost its lease starts no call (chat.turn_lease)
         streamed = _streamed_row(request)
@@ -171,6 +188,12 @@ def _decide(
             server_id=request.server.pk,
             tool_name=request.tool_name,
             actor_kind=request.origin,
+            # A call spending a member's own sign-in: only an allowance they granted counts.
+            grant_owner_id=grant_owner(
+                per_member_grants=per_member,
+                requested_by_kind=request.origin,
+                requester_id=getattr(request.user, "pk", None),
+            ),
         )
         if tool is _READ:
             tool = found.tool
@@ -191,8 +214,15 @@ def _decide(
             preread=found if found.binding is not None else None,
             # A view's server row is read fresh with each of its requests.
             server_enabled=request.server.enabled if request.origin == "app_view" else None,
+            per_member_grants=per_member,
         )
         decision = auth.decision
+        if decision.needs_approval and request.parent_view is not None:
+            asked = _ask_once(request, auth)
+            if isinstance(asked, ToolCall):
+                return asked, str(decision.outcome), tool
+            if asked is not None:
+                return asked  # returned, not raised: the refusal's audit row commits
         if decision.allowed:
             status = ToolCallStatus.RUNNING
         elif decision.needs_approval:
@@ -235,13 +265,48 @@ def _decide(
                 tool_name=request.tool_name,
                 arguments=request.arguments,
                 risk=str(decision.risk),
+                risk_source=str(decision.risk_source or ""),
                 requested_by_kind=request.origin,
                 requested_by=request.user,
+                view_id=getattr(request.parent_view, "pk", None),
             )
         _known_approval(call, approval)
         if not (quiet_start and decision.allowed):
             _emit_fresh(call)
     return call, str(decision.outcome), tool
+
+
+def _ask_once(
+    request: CallRequest, auth: authority.Authorization
+) -> ToolCall | authority.BindingError | None:
+    """One card per question (docs/consent.md): a view asking again what it already asks
+    joins that request — its call, which this request then waits on — and a view past
+    the caps on pending approvals is refused (audited). None: ask anew. In the caller's
+    transaction, holding the view's row, so one view's requests are taken one at a time."""
+    view = request.parent_view
+    assert view is not None and auth.binding is not None
+    ToolCall.objects.select_for_update().filter(pk=view.pk).values_list("pk").first()
+    joined = authority.approval_join_pending(
+        thread=request.thread,
+        view_id=view.pk,
+        requested_by=request.user,
+        tool_name=request.tool_name,
+        arguments=request.arguments,
+    )
+    if joined is not None and joined.tool_call_id is not None:
+        call = tool_calls_queryset().get(pk=joined.tool_call_id)
+        _known_approval(call, joined)
+        _emit_fresh(call)  # the card now says how many times it was asked
+        return call
+    return authority.approval_limit_refusal(
+        thread=request.thread,
+        binding=auth.binding,
+        view_id=view.pk,
+        requested_by=request.user,
+        server_id=request.server.pk,
+        tool_name=request.tool_name,
+        arguments=request.arguments,
+    )
 
 
 DECIDE_FIELDS = [
@@ -352,6 +417,7 @@ def tool_call_finish(
         normalized, tool_name=call.tool_name, tool_call_id=str(call.pk), server=call.server.slug
     )
     with transaction.atomic():
+        limit_server_staging(server_id=call.server_id, result=sanitized)
         assets = _create_assets(call, sanitized["parts"])
         call.result = sanitized
         call.status = ToolCallStatus.ERROR if normalized.is_error else ToolCallStatus.SUCCESS

@@ -44,9 +44,16 @@ def workspace_create(*, name: str, owner: Any, slug: str = "") -> Workspace:
 
 
 def membership_set(*, workspace: Workspace, user: Any, role: str, actor: Any = None) -> Membership:
+    """Add ``user`` to ``workspace`` or change their role (audited; their open sockets are
+    re-roled on commit: chat.receivers)."""
     if role not in Role.values:
         raise ChatError("invalid_role", f"Unknown role '{role}'.")
     with transaction.atomic():
+        previous = (
+            Membership.objects.filter(workspace=workspace, user=user)
+            .values_list("role", flat=True)
+            .first()
+        )
         membership, _ = Membership.objects.update_or_create(
             workspace=workspace, user=user, defaults={"role": role}
         )
@@ -56,9 +63,136 @@ def membership_set(*, workspace: Workspace, user: Any, role: str, actor: Any = N
             actor_kind="user" if actor else "system",
             actor_user_id=getattr(actor, "pk", None),
             workspace_id=workspace.pk,
-            extra={"user_id": user.pk, "role": role},
+            extra={"user_id": user.pk, "role": role, "previous_role": previous},
         )
     return membership
+
+
+def membership_remove(*, membership: Membership, actor: Any = None) -> None:
+    """Remove a member from a workspace (audited). On commit their open sockets on the
+    workspace's threads end (chat.receivers → ``ThreadConsumer.membership_changed``)."""
+    with transaction.atomic():
+        record(
+            event_type=AuditEventType.MEMBERSHIP_REMOVED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor else "system",
+            actor_user_id=getattr(actor, "pk", None),
+            workspace_id=membership.workspace_id,
+            extra={"user_id": membership.user_id, "role": membership.role},
+        )
+        membership.delete()
+
+
+# Where a workspace's thread text is sent, and with which key: changing any is audited.
+PROVIDER_FIELDS = ("provider", "model", "provider_base_url", "provider_api_key")
+
+
+def _provider_summary(workspace: Workspace) -> dict[str, Any]:
+    """What an audit row may say about a workspace's provider: never the key's value."""
+    return {
+        "provider": workspace.provider,
+        "model": workspace.model,
+        "provider_base_url": workspace.provider_base_url,
+        "key_set": bool(workspace.provider_api_key),
+    }
+
+
+def workspace_add(*, workspace: Workspace, actor: Any) -> Workspace:
+    """Store a workspace built elsewhere (the admin's add form), audited with its provider
+    settings (not the key). ``workspace_create`` is the path that also makes an owner."""
+    with transaction.atomic():
+        workspace.save()
+        record(
+            event_type=AuditEventType.WORKSPACE_CREATED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor else "system",
+            actor_user_id=getattr(actor, "pk", None),
+            workspace_id=workspace.pk,
+            extra={"name": workspace.name, **_provider_summary(workspace)},
+        )
+    return workspace
+
+
+def workspace_provider_set(
+    *,
+    workspace: Workspace,
+    actor: Any,
+    provider: str,
+    model: str,
+    provider_base_url: str,
+    provider_api_key: str,
+) -> list[str]:
+    """Set where the workspace's threads are sent (provider, model, base URL) and the key
+    they are sent with. A change is audited naming the fields that changed, the base URL
+    before and after, and whether a key is set: never the key's value. Returns the changed
+    field names (nothing changed: no row, no audit)."""
+    values = {
+        "provider": provider,
+        "model": model,
+        "provider_base_url": provider_base_url,
+        "provider_api_key": provider_api_key,
+    }
+    with transaction.atomic():
+        stored = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        changed = [f for f in PROVIDER_FIELDS if getattr(stored, f) != values[f]]
+        for name, value in values.items():
+            setattr(workspace, name, value)
+        if not changed:
+            return []
+        Workspace.objects.filter(pk=workspace.pk).update(**{f: values[f] for f in changed})
+        record(
+            event_type=AuditEventType.WORKSPACE_PROVIDER_CHANGED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor else "system",
+            actor_user_id=getattr(actor, "pk", None),
+            workspace_id=workspace.pk,
+            extra={
+                "fields": changed,
+                "previous_base_url": stored.provider_base_url,
+                **_provider_summary(workspace),
+            },
+        )
+    return changed
+
+
+def workspace_delete(*, workspace: Workspace, actor: Any) -> None:
+    """Delete a workspace with its threads and memberships (audited in the same
+    transaction; its bindings go too: chat.receivers, and its members' sockets end)."""
+    with transaction.atomic():
+        record(
+            event_type=AuditEventType.WORKSPACE_DELETED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor else "system",
+            actor_user_id=getattr(actor, "pk", None),
+            workspace_id=workspace.pk,
+            extra={
+                "name": workspace.name,
+                "slug": workspace.slug,
+                "threads": Thread.objects.filter(workspace_id=workspace.pk).count(),
+                "members": Membership.objects.filter(workspace_id=workspace.pk).count(),
+            },
+        )
+        workspace.delete()
+
+
+def thread_delete(*, thread: Thread, actor: Any) -> None:
+    """Delete a thread with its messages, calls and events (audited in the same
+    transaction; its own bindings go too: chat.receivers)."""
+    with transaction.atomic():
+        record(
+            event_type=AuditEventType.THREAD_DELETED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor else "system",
+            actor_user_id=getattr(actor, "pk", None),
+            workspace_id=thread.workspace_id,
+            thread_id=thread.pk,
+            extra={
+                "title": thread.title,
+                "messages": Message.objects.filter(thread_id=thread.pk).count(),
+                "last_seq": thread.last_seq,
+            },
+        )
+        thread.delete()
 
 
 def thread_create(*, workspace: Workspace, title: str, actor: Any) -> Thread:

@@ -3,7 +3,7 @@
 import json
 
 from .database import DATABASE_URL
-from .env import env_int, env_str
+from .env import env_int, env_list, env_str
 
 # "production" expects PostgreSQL, Redis and a real broker; deploy checks enforce it.
 ATRIUM_PROFILE = env_str("ATRIUM_PROFILE", "production" if DATABASE_URL else "embedded")
@@ -20,6 +20,16 @@ ATRIUM_AGENT_MAX_STEPS = env_int("ATRIUM_AGENT_MAX_STEPS", 8)
 # Media: payloads above this many decoded bytes are staged and persisted by a worker.
 ATRIUM_MEDIA_INLINE_LIMIT = env_int("ATRIUM_MEDIA_INLINE_LIMIT", 64 * 1024)
 ATRIUM_MEDIA_MAX_BYTES = env_int("ATRIUM_MEDIA_MAX_BYTES", 200 * 1024 * 1024)
+# Decoded media bytes one tool result may stage, and one server may stage in any 24 hours
+# (counted in the database: every process shares it). Past them: an error part instead.
+ATRIUM_MEDIA_MAX_STAGED_PER_RESULT = env_int("ATRIUM_MEDIA_MAX_STAGED_PER_RESULT", 512 * 1024**2)
+ATRIUM_MEDIA_MAX_STAGED_PER_SERVER_DAY = env_int(
+    "ATRIUM_MEDIA_MAX_STAGED_PER_SERVER_DAY", 20 * 1024**3
+)
+# A tool result's structuredContent and _meta, in serialized JSON bytes. Past them the
+# value is dropped with an error part; text and other parts are kept.
+ATRIUM_RESULT_MAX_STRUCTURED_BYTES = env_int("ATRIUM_RESULT_MAX_STRUCTURED_BYTES", 1024 * 1024)
+ATRIUM_RESULT_MAX_META_BYTES = env_int("ATRIUM_RESULT_MAX_META_BYTES", 256 * 1024)
 # Behind nginx: the URL prefix of an `internal` location that serves MEDIA_ROOT. Media views
 # then check access and answer with X-Accel-Redirect, and nginx sends the file (no web
 # process is busy for the length of a download). Empty: the web server streams it.
@@ -29,6 +39,9 @@ ATRIUM_MEDIA_ACCEL_REDIRECT = env_str("ATRIUM_MEDIA_ACCEL_REDIRECT", "")
 ATRIUM_VIEW_TOKEN_MAX_AGE = env_int("ATRIUM_VIEW_TOKEN_MAX_AGE", 12 * 3600)
 ATRIUM_TOOL_CALL_TIMEOUT = env_int("ATRIUM_TOOL_CALL_TIMEOUT", 60)
 ATRIUM_APPROVAL_TTL = env_int("ATRIUM_APPROVAL_TTL", 24 * 3600)
+# Approvals pending at once: per member's copy of an app view, and per thread (docs/consent.md).
+ATRIUM_APPROVALS_PENDING_PER_VIEW = env_int("ATRIUM_APPROVALS_PENDING_PER_VIEW", 3)
+ATRIUM_APPROVALS_PENDING_PER_THREAD = env_int("ATRIUM_APPROVALS_PENDING_PER_THREAD", 20)
 # Largest websocket frame a client may send (bytes).
 ATRIUM_MAX_WS_MESSAGE = env_int("ATRIUM_MAX_WS_MESSAGE", 1024 * 1024)
 
@@ -44,9 +57,20 @@ ATRIUM_RATE_LIMITS = {
     "view_widget_state": (20, 2.0),
     "view_model_context": (20, 2.0),
     "message": (20, 1.0),  # chat messages one person posts
-    "refusal_audit": (30, 1.0),  # audit rows of refused actions, per user
-    "socket_refusal_audit": (20, 0.5),  # audit rows of refused handshakes, all clients
+    "tools_list": (10, 0.5),  # tool pickers opened (each may refresh catalogues)
+    "approval_decide": (20, 2.0),  # approval decisions one person sends
+    "oauth_connect": (5, 0.05),  # OAuth sign-ins one person starts (discovery, registration)
+    # Audit rows of refusals (bindings.ratelimit.audit_gate), per person or, before
+    # sign-in, per client address; the next row written carries how many were skipped.
+    "refusal_audit": (20, 0.1),
+    "rate_limited_audit": (1, 0.1),  # RATE_LIMITED rows: one per flooded bucket per 10 s
+    "replay": (20, 0.5),  # `replay` frames one person sends (each reads up to 2000 events)
 }
 ATRIUM_RATE_LIMITS.update(
     {k: tuple(v) for k, v in json.loads(env_str("ATRIUM_RATE_LIMITS", "{}")).items()}
 )
+
+# OAuth sign-in (mcp_bridge.oauth, mcp_bridge.egress): the discovery, registration and
+# token URLs a server names must resolve to public addresses, except on the MCP server's
+# own origin and on the origins named here (scheme://host[:port], e.g. http://10.0.0.5:9000).
+ATRIUM_OAUTH_ALLOWED_PRIVATE_ORIGINS = env_list("ATRIUM_OAUTH_ALLOWED_PRIVATE_ORIGINS", [])

@@ -32,6 +32,10 @@ block's ``annotations.audience`` when it names only one audience.
 
 Text over ``max_text`` (a budget for the whole result) is *truncated*, and one
 ``text_truncated`` error part right after the first cut part says how much was cut.
+``structuredContent`` over ``max_structured`` and ``_meta`` over ``max_meta`` (serialized
+JSON bytes) are dropped whole, with a ``structured_content_too_large`` / ``meta_too_large``
+error part; media beyond ``max_staged_total`` staged bytes get a ``staged_media_limit``
+error part instead of being staged. The rest of the result is kept either way.
 """
 
 from __future__ import annotations
@@ -48,8 +52,12 @@ from .limits import (
     DEFAULT_MAX_BINARY,
     DEFAULT_MAX_BLOCKS,
     DEFAULT_MAX_DOCUMENT,
+    DEFAULT_MAX_META,
+    DEFAULT_MAX_STAGED_TOTAL,
+    DEFAULT_MAX_STRUCTURED,
     DEFAULT_MAX_TEXT,
     Limits,
+    serialized_size,
 )
 from .media import (
     CheckFn,
@@ -77,6 +85,7 @@ __all__ = [
     "error_part",
     "model_content",
     "normalize_tool_result",
+    "serialized_size",
     "text_fallback",
 ]
 
@@ -92,6 +101,9 @@ def normalize_tool_result(
     max_binary: int = DEFAULT_MAX_BINARY,
     max_document: int = DEFAULT_MAX_DOCUMENT,
     defer_decode_over: int | None = None,
+    max_structured: int = DEFAULT_MAX_STRUCTURED,
+    max_meta: int = DEFAULT_MAX_META,
+    max_staged_total: int = DEFAULT_MAX_STAGED_TOTAL,
     check_inline: CheckFn | None = None,
     claim_spooled: ClaimFn | None = None,
 ) -> NormalizedResult:
@@ -111,6 +123,9 @@ def normalize_tool_result(
         max_binary=max_binary,
         max_document=max_document,
         defer_decode_over=defer_decode_over,
+        max_structured=max_structured,
+        max_meta=max_meta,
+        max_staged_total=max_staged_total,
     )
     result = NormalizedResult()
     try:
@@ -163,8 +178,8 @@ def _normalize(
             )
             break
         blocks.read(block, index + 1)
-    read_structured_content(found, result)
-    read_result_meta(found, result)
+    read_structured_content(found, result, max_bytes=limits.max_structured)
+    read_result_meta(found, result, max_bytes=limits.max_meta)
     blocks.finish()
 
 

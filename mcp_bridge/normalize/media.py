@@ -130,6 +130,7 @@ class MediaReader:
         self.stage = stage
         self.check_inline = check_inline
         self.inline_used = 0
+        self.staged_total = 0  # decoded bytes staged so far (``limits.max_staged_total``)
 
     def read(
         self,
@@ -311,6 +312,17 @@ class MediaReader:
     ) -> None:
         assert self.stage is not None
         size = payload.size
+        if self.staged_total + size > self.limits.max_staged_total:
+            if payload.spooled is not None:
+                payload.spooled.discard()
+            del payload
+            self.result.add_error(
+                "staged_media_limit",
+                f"{label} ({human_size(size)}) was not stored: this result's media exceed "
+                f"the {human_size(self.limits.max_staged_total)} limit for one tool result.",
+            )
+            return
+        self.staged_total += size
         try:
             descriptor = self.stage(payload)
         except Exception:  # a storage failure must not lose the rest of the result

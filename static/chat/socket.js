@@ -37,6 +37,12 @@ export function socketStatus() {
 }
 
 var replayPending = false;
+var replayCounter = 0;
+var replayRetry = null;
+// Why the server is about to close the socket (a `reply` with no request of ours, sent just
+// before close 4403): the page says it plainly instead of a raw error.
+var ENDING_CODES = ["membership_removed", "session_ended", "forbidden"];
+var endNotice = null;
 
 function handleEvent(frame) {
   if (typeof frame.seq !== "number") return;
@@ -53,7 +59,17 @@ function handleEvent(frame) {
 function requestReplay() {
   if (replayPending) return;
   replayPending = true;
-  sendRaw({ type: "replay", after: lastSeq });
+  replayCounter += 1;
+  sendRaw({ type: "replay", after: lastSeq, rid: "replay-" + replayCounter });
+}
+
+/** A refused `replay` (rate-limited): ask again once a token is back. */
+function onReplayRefused(frame) {
+  replayPending = false;
+  var details = (frame.error && frame.error.details) || {};
+  var wait = typeof details.retryAfter === "number" ? details.retryAfter : 5;
+  clearTimeout(replayRetry);
+  replayRetry = setTimeout(requestReplay, Math.max(250, wait * 1000));
 }
 
 var ws = null;
@@ -76,6 +92,7 @@ function wsUrl() {
 function setConn(state, text) {
   els.conn.dataset.state = state;
   els.conn.querySelector(".conn-text").textContent = text;
+  // "ended": the page shows why in place of the composer (thread_page.js), not up here.
   var showBanner = state === "reconnecting" || state === "offline";
   els.banner.hidden = !showBanner;
   els.banner.classList.toggle("banner-error", state === "offline");
@@ -129,8 +146,10 @@ function onDisconnected(code) {
   if (wasConnected) emit("close", { code: code });
   if (code === 4403 || code === 4404) {
     closedForGood = true;
-    setConn("offline", "You no longer have access to this thread.");
-    hooks.onAccessLost();
+    clearTimeout(replayRetry);
+    var notice = endNotice || { code: code === 4404 ? "not_found" : "forbidden", message: "" };
+    setConn("ended", notice.code === "session_ended" ? "Signed out" : "No access");
+    hooks.onAccessLost(notice.code, notice.message);
     return;
   }
   scheduleReconnect();
@@ -161,6 +180,7 @@ function handleFrame(frame) {
       attempt = 0;
       if (Array.isArray(frame.capabilities)) capabilities = frame.capabilities.slice();
       if (frame.role && frame.role !== thread.role) hooks.onRole(frame.role);
+      endNotice = null;
       setConn("live", "Live");
       flushQueue();
       clearInterval(pingTimer);
@@ -177,14 +197,26 @@ function handleFrame(frame) {
       replayPending = false;
       emit("replayed", frame);
       break;
+    case "role":
+      // The server re-roled this socket (an owner or admin changed the membership).
+      if (frame.role && frame.role !== thread.role) hooks.onRole(frame.role);
+      emit("role", frame);
+      break;
     case "reply":
     case "pong":
+      if (frame.type === "reply" && typeof frame.rid === "string" && frame.rid.indexOf("replay-") === 0) {
+        if (frame.ok === false) onReplayRefused(frame);
+        break;
+      }
+      if (frame.type === "reply" && frame.ok === false && frame.error && ENDING_CODES.indexOf(frame.error.code) >= 0) {
+        endNotice = frame.error; // the close that follows shows it
+      }
       var waiting = frame.rid !== undefined && frame.rid !== null ? pending.get(frame.rid) : null;
       if (waiting) {
         pending.delete(frame.rid);
         clearTimeout(waiting.timer);
         waiting.resolve(frame);
-      } else if (frame.type === "reply" && frame.ok === false && frame.error) {
+      } else if (frame.type === "reply" && frame.ok === false && frame.error && frame.error !== endNotice) {
         toast(frame.error.message || "The server refused that.", "error");
       }
       emit(frame.type, frame);
@@ -274,7 +306,8 @@ export function send(msg, opts) {
 }
 
 /** Connect; hooks.applyEvent(kind, data, live) renders an event, hooks.onRole(role) follows
- *  a role change, hooks.onAccessLost() closes the composer. */
+ *  a role change, hooks.onAccessLost(code, message) says why the socket ended for good
+ *  (`membership_removed`, `session_ended`, `forbidden`, `not_found`) and closes the composer. */
 export function startSocket(pageHooks) {
   hooks = Object.assign(hooks, pageHooks);
   window.addEventListener("online", reconnectNow);

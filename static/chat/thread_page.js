@@ -17,6 +17,7 @@ import { appViewsDebugApi } from "./app_views/index.js";
 import { applyAllowances, applyApproval, hasAllowancesPanel, onTimelineAction } from "./approvals.js";
 import { client } from "./client.js";
 import { bindComposer, setComposerEnabled } from "./composer.js";
+import { h, icon } from "./dom.js";
 import { bindPresentationalActions } from "./render/lightbox.js";
 import { startSocket } from "./socket.js";
 import { applyDelta, applyMedia, applyPartial, applyProgress, bindScrolling, placeCall, scrollToBottom, upsertCall, upsertMessage } from "./timeline.js";
@@ -44,6 +45,53 @@ function setRole(newRole) {
     placeCall(call);
   });
   if (hasAllowancesPanel()) applyAllowances();
+}
+
+// Why the socket ended for good (socket.js: onAccessLost), in words for the person reading.
+function accessEndedCopy(code) {
+  var subtitle = document.querySelector(".thread-header .page-subtitle");
+  var workspace = subtitle ? subtitle.textContent.trim() : "";
+  if (code === "membership_removed") {
+    return {
+      title: "You no longer have access to this workspace",
+      text: (workspace ? "You were removed from " + workspace + ". " : "You were removed from this workspace. ") + "New messages, tool results and approvals no longer reach this page, and you can’t post here.",
+      link: { href: "/", label: "Go to your workspaces" },
+      placeholder: "You no longer have access to this workspace",
+    };
+  }
+  if (code === "session_ended") {
+    return {
+      title: "Your session has ended",
+      text: "You signed out, or your account changed. Sign in again to keep following this thread.",
+      link: { href: "/login/?next=" + encodeURIComponent(location.pathname), label: "Sign in again" },
+      placeholder: "Sign in again to post",
+    };
+  }
+  return {
+    title: "You no longer have access to this thread",
+    text: "It may have been deleted, or your access to " + (workspace || "its workspace") + " changed.",
+    link: { href: "/", label: "Go to your workspaces" },
+    placeholder: "You no longer have access to this thread",
+  };
+}
+
+function showAccessEnded(code) {
+  var copy = accessEndedCopy(code);
+  setComposerEnabled(false, copy.placeholder);
+  if (els.roleBadge) els.roleBadge.hidden = true;
+  var hint = document.getElementById("composer-hint");
+  if (hint) hint.hidden = true;
+  if (els.composer) els.composer.hidden = true;
+  if (document.getElementById("access-ended")) return;
+  var notice = h(
+    "div",
+    { class: "access-ended", attrs: { id: "access-ended", role: "alert", "data-reason": code } },
+    h("span", { class: "access-ended-icon", attrs: { "aria-hidden": "true" } }, icon(code === "session_ended" ? "clock" : "ban")),
+    h("div", { class: "access-ended-body" }, h("p", { class: "access-ended-title", text: copy.title }), h("p", { class: "access-ended-text", text: copy.text })),
+    h("a", { class: "btn btn-secondary access-ended-link", text: copy.link.label, attrs: { href: copy.link.href } })
+  );
+  var inner = els.composer ? els.composer.parentNode : document.querySelector(".composer-inner");
+  if (inner) inner.appendChild(notice);
 }
 
 function applyEvent(kind, data, live) {
@@ -105,7 +153,5 @@ if (!canAct()) setComposerEnabled(false, "You have view-only access");
 startSocket({
   applyEvent: applyEvent,
   onRole: setRole,
-  onAccessLost: function () {
-    setComposerEnabled(false, "You no longer have access to this thread");
-  },
+  onAccessLost: showAccessEnded,
 });

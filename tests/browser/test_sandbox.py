@@ -7,7 +7,8 @@
 - one server's view cannot read another server's localStorage;
 - views look right in both themes (screenshots, opaque frame, the proxy's color-scheme).
 
-Host page on ``localhost:<port>``, each server's proxy on ``<server-key>.localhost:<port>``.
+Host page on ``localhost:<port>``, each server's proxy on ``<label>.localhost:<port>`` (one
+label per server and workspace).
 """
 
 from __future__ import annotations

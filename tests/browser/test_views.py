@@ -5,8 +5,9 @@ the workspace, and each test gets its own thread. Pages fail on CSP violations o
 uncaught errors of the host page (the sandboxed views are watched by their own tests).
 
 The views run in the real sandbox: host page on ``localhost:<port>``, each server's proxy
-on ``<server-key>.localhost:<port>``, the app in the proxy's inner frame on that origin. Playwright reaches
-the app through ``row.frame_locator("iframe.view-frame").frame_locator("iframe")``.
+on ``<label>.localhost:<port>`` (one per server and workspace), the app in the proxy's inner
+frame on that origin. Playwright reaches the app through
+``row.frame_locator("iframe.view-frame").frame_locator("iframe")``.
 """
 
 from __future__ import annotations

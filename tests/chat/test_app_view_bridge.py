@@ -6,6 +6,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import Client
 
+from config.hosts import sandbox_label_for
 from tests.conftest import next_frame, open_socket, reply_frame, toolcall_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -39,8 +40,9 @@ async def _denials(reason: str) -> int:
 
 async def test_view_open_describes_a_sandboxed_view(personas, board_server, ws_connect):
     owner, call, view = await _board_view(ws_connect, personas)
-    assert view["sandboxUrl"].startswith("http://board.localhost:8000/sandbox/")
-    assert view["sandboxOrigin"] == "http://board.localhost:8000"
+    origin = f"http://{sandbox_label_for('board', personas.workspace.pk)}.localhost:8000"
+    assert view["sandboxUrl"].startswith(origin + "/sandbox/")
+    assert view["sandboxOrigin"] == origin
     assert view["documentUrl"].startswith("/views/doc/")
     assert view["flavor"] == "mcp-app"
     assert "default-src 'none'" in view["csp"]
@@ -310,14 +312,15 @@ async def test_rejected_approval_returns_an_error_to_the_view(personas, board_se
 
 async def test_sandbox_page_is_served_only_on_the_sandbox_host(personas, board_server, ws_connect):
     owner, _, view = await _board_view(ws_connect, personas)
-    path = view["sandboxUrl"].removeprefix("http://board.localhost:8000")
+    host = view["sandboxOrigin"].removeprefix("http://")
+    path = view["sandboxUrl"].removeprefix(view["sandboxOrigin"])
 
     def fetch():
-        sandbox = Client(HTTP_HOST="board.localhost:8000").get(path)
+        sandbox = Client(HTTP_HOST=host).get(path)
         # Host normalization: case and a trailing dot name the same server's host.
-        odd = Client(HTTP_HOST="BOARD.LocalHost.:8000").get(path)
+        odd = Client(HTTP_HOST=host.upper().replace(":8000", ".:8000")).get(path)
         app = Client().get(path)
-        expired = Client(HTTP_HOST="board.localhost:8000").get("/sandbox/not-a-token/")
+        expired = Client(HTTP_HOST=host).get("/sandbox/not-a-token/")
         return sandbox, odd, app, expired
 
     sandbox, odd, app, expired = await database_sync_to_async(fetch)()
@@ -339,12 +342,13 @@ async def test_a_view_is_refused_on_another_servers_sandbox_host(
     from audit.models import AuditEvent
 
     owner, call, view = await _board_view(ws_connect, personas)
-    path = view["sandboxUrl"].removeprefix("http://board.localhost:8000")
+    path = view["sandboxUrl"].removeprefix(view["sandboxOrigin"])
+    nested = "x." + view["sandboxOrigin"].removeprefix("http://")
 
     def fetch():
         return [
             Client(HTTP_HOST=host).get(path)
-            for host in ("other.localhost:8000", "x.board.localhost:8000", "localhost.:8000")
+            for host in ("other.localhost:8000", nested, "localhost.:8000")
         ]
 
     foreign, nested, app = await database_sync_to_async(fetch)()
@@ -356,6 +360,50 @@ async def test_a_view_is_refused_on_another_servers_sandbox_host(
     assert refused[0]["reason"] == "wrong_server_origin"
     assert refused[0]["extra"]["view"] == call["id"]
     await owner.disconnect()
+
+
+async def test_one_server_in_two_workspaces_has_two_sandbox_origins(
+    personas, board_server, ws_connect
+):
+    """F12: storage is per origin, so a server's views in two workspaces get two origins,
+    and a token is refused on the other workspace's origin (docs/sandbox.md)."""
+    from audit.models import AuditEvent
+    from tests import factories
+
+    server, _ = board_server
+    await database_sync_to_async(factories.AppBindingFactory)(
+        server=server, workspace=personas.other_workspace
+    )
+    owner, call, view = await _board_view(ws_connect, personas)
+    outsider = await open_socket(ws_connect, personas.outsider, personas.other_thread)
+    await outsider.send_json_to({"type": "message.post", "text": "/call board.list_items"})
+    done = await next_frame(outsider, toolcall_event("success", "list_items"))
+    await outsider.send_json_to({"type": "view.open", "toolCallId": done["data"]["id"], "rid": 1})
+    other = (await reply_frame(outsider, 1))["result"]
+
+    assert view["sandboxOrigin"] != other["sandboxOrigin"]
+    for opened in (view, other):
+        assert opened["sandboxUrl"].startswith(opened["sandboxOrigin"] + "/sandbox/")
+        assert opened["sandboxOrigin"].startswith("http://board-")  # the readable key
+        assert opened["sandboxOrigin"].endswith(".localhost:8000")
+    own_host = view["sandboxOrigin"].removeprefix("http://")
+    other_host = other["sandboxOrigin"].removeprefix("http://")
+    path = view["sandboxUrl"].removeprefix(view["sandboxOrigin"])
+
+    def fetch():
+        return Client(HTTP_HOST=own_host).get(path), Client(HTTP_HOST=other_host).get(path)
+
+    own, foreign = await database_sync_to_async(fetch)()
+    assert own.status_code == 200
+    assert foreign.status_code == 404 and not foreign.cookies
+    refused = await database_sync_to_async(
+        lambda: list(AuditEvent.objects.filter(event_type=230).values("extra", "workspace_id"))
+    )()
+    assert len(refused) == 1, refused
+    assert refused[0]["extra"] == {"view": call["id"], "host": other_host}
+    assert refused[0]["workspace_id"] == personas.workspace.pk
+    await owner.disconnect()
+    await outsider.disconnect()
 
 
 async def test_document_needs_membership_and_token(personas, board_server, ws_connect):

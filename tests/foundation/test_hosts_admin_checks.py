@@ -56,22 +56,44 @@ def test_unknown_hosts_are_refused(personas):
     ],
 )
 def test_sandbox_hosts_are_normalized_before_routing(settings, host, key):
-    from config.hosts import is_sandbox_host, sandbox_server_key
+    from config.hosts import is_sandbox_host, sandbox_label_of
 
     settings.APP_HOST = "chat.example.com"
     settings.SANDBOX_DOMAIN = "sandbox.example.net"
-    assert sandbox_server_key(host) == key
+    assert sandbox_label_of(host) == key
     under = host.lower().split(":")[0].rstrip(".").endswith("sandbox.example.net")
     assert is_sandbox_host(host) == (under and not host.lower().startswith("xsandbox"))
 
 
 def test_every_server_gets_its_own_sandbox_origin():
-    from chat.app_view_bridge import sandbox_key_for, sandbox_origin_for
+    from config.hosts import server_key_for
 
-    assert sandbox_origin_for("board") == "http://board.localhost:8000"
-    keys = {sandbox_key_for(slug) for slug in ("board", "Board", "my_server", "my-server")}
+    keys = {server_key_for(slug) for slug in ("board", "Board", "my_server", "my-server")}
     assert len(keys) == 4
     assert all(k == k.lower() and "_" not in k for k in keys)
+
+
+def test_each_server_and_workspace_gets_its_own_stable_sandbox_label(settings):
+    """One origin per (server, workspace): storage is per origin (docs/sandbox.md)."""
+    from config.hosts import DNS_LABEL_RE, sandbox_label_for, sandbox_label_of, sandbox_origin_for
+
+    slugs = ("board", "Board", "my_server", "x" * 63, "xn--board", "b")
+    labels = {(slug, ws): sandbox_label_for(slug, ws) for slug in slugs for ws in (1, 2, 12, 21)}
+    # Distinct per server and per workspace, each one valid lower-case DNS label.
+    assert len(set(labels.values())) == len(labels)
+    for label in labels.values():
+        assert DNS_LABEL_RE.match(label) and len(label) <= 63 and label == label.lower(), label
+        assert label[2:4] != "--"  # not an IDNA-reserved form ("xn--")
+    # Stable (the same in every process with this SECRET_KEY), with the readable server key.
+    label = sandbox_label_for("board", 7)
+    assert label == sandbox_label_for("board", 7) and label.startswith("board-")
+    origin = sandbox_origin_for("board", 7)
+    assert origin == f"http://{label}.localhost:8000"
+    # The router reads back exactly the label that was built.
+    assert sandbox_label_of(origin.removeprefix("http://")) == label
+    # The digest is keyed by SECRET_KEY: nobody derives another workspace's label.
+    settings.SECRET_KEY = "another-" + "k" * 50
+    assert sandbox_label_for("board", 7) != label
 
 
 def test_public_suffix_list_tells_sites_apart():
@@ -221,8 +243,22 @@ SAFE_PRODUCTION = {
 }
 
 
+def _listed_sandbox_domain(tmp_path: Path) -> dict[str, str]:
+    """The system Public Suffix List plus the sandbox domain in its private section, as it
+    would be once registered (example-usercontent.net is not, and cannot be)."""
+    from mcp_bridge import public_suffix
+
+    listed = tmp_path / "public_suffix_list.dat"
+    listed.write_text(
+        public_suffix.SYSTEM_LIST.read_text(encoding="utf-8")
+        + "\n// ===BEGIN PRIVATE DOMAINS===\nexample-usercontent.net\n"
+    )
+    return {"ATRIUM_PUBLIC_SUFFIX_LIST": str(listed)}
+
+
 def test_deploy_check_passes_a_safe_production_env(tmp_path):
-    result = _check_deploy({**SAFE_PRODUCTION, "ATRIUM_VAR_DIR": str(tmp_path)})
+    env = {**SAFE_PRODUCTION, **_listed_sandbox_domain(tmp_path), "ATRIUM_VAR_DIR": str(tmp_path)}
+    result = _check_deploy(env)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -236,13 +272,17 @@ def test_deploy_check_passes_a_safe_production_env(tmp_path):
         ({"DATABASE_URL": ""}, "atrium.E005"),
         ({"ATRIUM_SANDBOX_ORIGIN": "https://*.sandbox.example.com"}, "atrium.E006"),
         ({"ATRIUM_PUBLIC_SUFFIX_LIST": "/nonexistent/list.dat"}, "atrium.E009"),
+        # Not a public suffix: every sandbox host is one site, cookies cross servers.
+        ({"ATRIUM_SANDBOX_ORIGIN": "https://*.sandbox.example-usercontent.net"}, "atrium.E010"),
+        ({"ATRIUM_PUBLIC_SUFFIX_LIST": ""}, "atrium.E010"),  # the system list: not listed
         ({"ATRIUM_APP_ORIGIN": "http://chat.example.com"}, "atrium.E007"),
         ({"ALLOWED_HOSTS": "*"}, "atrium.E008"),
         ({"ATRIUM_MEDIA_ACCEL_REDIRECT": "_media_files"}, "atrium.E011"),
     ],
 )
 def test_deploy_check_fails_loudly_on_unsafe_production_env(tmp_path, change, error_id):
-    env = {**SAFE_PRODUCTION, "ATRIUM_PROFILE": "production", "ATRIUM_VAR_DIR": str(tmp_path)}
+    env = {**SAFE_PRODUCTION, **_listed_sandbox_domain(tmp_path)}
+    env.update({"ATRIUM_PROFILE": "production", "ATRIUM_VAR_DIR": str(tmp_path)})
     env.update(change)
     env = {k: v for k, v in env.items() if v != ""}
     result = _check_deploy(env)

@@ -9,7 +9,8 @@ mcp list
 mcp tools NAME [--json]
 mcp resource NAME URI [--json]
 mcp call NAME TOOL --args JSON [--json]   (prints the canonical result)
-mcp reseal-grants               (re-encrypt OAuth grants with the newest key; docs/oauth.md)
+mcp reseal-grants               (re-encrypt OAuth grants, server secrets and provider keys
+                                 with the newest key; docs/oauth.md)
 
 It lives in `chat` (not `mcp_bridge` or `bindings`) because `bind` and `import --bind` use
 the binding services and name chat's workspaces and threads, and layers import downwards
@@ -40,6 +41,7 @@ from mcp_bridge.normalize import (
     normalize_tool_result,
     text_fallback,
 )
+from mcp_bridge.sealed_fields import reseal_column
 from mcp_bridge.server_config import ConfigFileError, parse_mcp_servers
 
 from ...models import Thread, Workspace
@@ -164,6 +166,9 @@ class Command(BaseCommand):
             elif action == "reseal-grants":
                 count = services.grant_reseal_all()
                 self.stdout.write(f"Resealed {count} OAuth grant(s) with the newest key.")
+                secrets = 0
+                secrets += 0
+                self.stdout.write(f"Resealed {secrets} server secret(s) and provider key(s).")
             else:
                 asyncio.run(self._remote(action, options))
         except services.ServerConfigError as exc:

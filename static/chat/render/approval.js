@@ -14,6 +14,23 @@ function requesterText(call) {
 
 var RISK_LABELS = { read: "Read", write: "Write", destructive: "Destructive" };
 
+// The risk badge: what the server says (or, for a tool that declares nothing, that it is
+// "not declared safe — treated as destructive"; the label comes from bindings.policy).
+function riskBadge(approval) {
+  if (!approval.risk) return null;
+  var undeclared = approval.riskSource === "default" && approval.risk === "destructive";
+  return h("span", {
+    class: "risk-badge risk-" + approval.risk + (undeclared ? " risk-undeclared" : ""),
+    text: approval.riskLabel || RISK_LABELS[approval.risk] || approval.risk,
+    attrs: undeclared ? { title: "The server does not say whether this tool only reads or changes something, so Atrium treats it as destructive." } : {},
+  });
+}
+
+function timesAsked(approval) {
+  var asks = approval.asks || 1;
+  return asks > 1 ? "asked " + asks + " times" : null;
+}
+
 export function renderApproval(call, opts) {
   var approval = call.approval;
   var box = h("div", { class: "approval approval-" + approval.status, attrs: { role: "group", "aria-label": "Approval request" }, data: { approvalId: approval.id } });
@@ -22,10 +39,12 @@ export function renderApproval(call, opts) {
     { class: "approval-head" },
     icon(approval.status === "pending" ? "shield" : approval.status === "approved" ? "check" : "ban"),
     h("strong", { text: approval.status === "pending" ? "Approval needed" : approval.status === "approved" ? "Approved" : approval.status === "expired" ? "Approval expired" : "Rejected" }),
-    approval.risk ? h("span", { class: "risk-badge risk-" + approval.risk, text: RISK_LABELS[approval.risk] || approval.risk }) : null
+    riskBadge(approval)
   );
   box.appendChild(head);
   var meta = ["Requested by " + requesterText(call)];
+  var asked = timesAsked(approval);
+  if (asked) meta.push(asked);
   if (approval.status === "pending" && approval.expiresAt) meta.push("expires " + formatRelative(approval.expiresAt));
   if (approval.status !== "pending" && approval.decidedBy) {
     meta.push((approval.status === "approved" ? "approved" : "rejected") + " by " + approval.decidedBy.name + (approval.decidedAt ? " " + formatRelative(approval.decidedAt) : ""));
@@ -36,7 +55,16 @@ export function renderApproval(call, opts) {
 
   box.appendChild(h("p", { class: "approval-args-label", text: "It will run with exactly these arguments:" }));
   box.appendChild(renderJson(call.arguments || {}, "approval-args"));
-  if (opts.canAct) {
+  // A call that spends a member's own sign-in: only that member may approve it.
+  var only = approval.onlyApprover;
+  var othersOnly = !!(only && only.id !== opts.userId);
+  if (opts.canAct && othersOnly) {
+    var ids0 = { approvalId: approval.id, toolCallId: call.id };
+    box.appendChild(h("p", { class: "approval-owner-only" }, icon("user"), only.message));
+    var rejectOnly = h("div", { class: "approval-actions" });
+    rejectOnly.appendChild(h("button", { class: "btn btn-danger-soft btn-sm", text: "Reject", attrs: { type: "button" }, data: Object.assign({ action: "reject" }, ids0) }));
+    box.appendChild(rejectOnly);
+  } else if (opts.canAct) {
     // Consent at the right scope: once, in this thread, or (owners) in the workspace.
     var offers = approval.offers || [];
     var appName = (call.server && call.server.name) || "this app";
