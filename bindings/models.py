@@ -31,8 +31,8 @@ class CspDomainMode(models.TextChoices):
     """Which declared CSP domains a binding's views may reach when its admin list is empty
     (``mcp_bridge.csp.binding_allowed``)."""
 
-    DECLARED = "declared", "every public domain the server declares (unless listed below)"
-    LISTED = "listed", "only the domains listed below"
+    DECLARED = "declared", "declared: every public domain the server declares"
+    LISTED = "listed", "listed: only the domains listed below"
 
 
 class AppBinding(models.Model):

@@ -140,7 +140,6 @@ class AppBindingForm(forms.ModelForm):
             "csp_domain_mode",
             "allowed_domains",
         ]
-        widgets = {"csp_domain_mode": forms.RadioSelect}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -410,6 +409,7 @@ class AppBindingAdmin(admin.ModelAdmin):
     inlines = [ToolPolicyInline]
     actions = ["enable_bindings", "disable_bindings"]
     readonly_fields = ["declared_domains", "created_by", "created_at", "updated_at"]
+    radio_fields = {"csp_domain_mode": admin.VERTICAL}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AppBinding]:
         queryset = super().get_queryset(request).annotate(_policies=Count("policies"))

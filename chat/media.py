@@ -39,6 +39,7 @@ SQLite runs ``synchronous=NORMAL``: its own last commits have the same exposure.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import uuid
@@ -231,7 +232,7 @@ def limit_server_staging(*, server_id: int, result: dict[str, Any]) -> int:
             continue
         refused += 1
         staging = media_storage.staging_file(str(part["asset"]["stagingKey"]))
-        transaction.on_commit(lambda path=staging: media_storage.remove_staging_file(path))
+        transaction.on_commit(functools.partial(media_storage.remove_staging_file, staging))
         if paired:
             index = next(i for i, p in enumerate(media_parts) if p is part)
             refused_resources.append(id(resources[index]))

@@ -53,8 +53,7 @@ def sandbox_label_for(server_slug: str, workspace_id: int) -> str:
     """
     digest = salted_hmac(LABEL_SALT, f"{server_slug}\n{workspace_id}", algorithm="sha256")
     key = server_key_for(server_slug)[: 63 - 1 - LABEL_DIGEST]
-    _ = f"{key}-{digest.hexdigest()[:LABEL_DIGEST]}"
-    return server_key_for(server_slug)  # F12-REVERT-EXPERIMENT
+    return f"{key}-{digest.hexdigest()[:LABEL_DIGEST]}"
 
 
 def sandbox_origin_for(server_slug: str, workspace_id: int) -> str:

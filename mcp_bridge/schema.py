@@ -401,10 +401,15 @@ class SchemaCost:
     heaviest: int = 0  # weight of the heaviest subschema (units)
     inline_nodes: int = 0  # arguments of up to this many values are checked inline
     problem: str | None = None  # why the schema is refused, or None
+    keep: bool = True  # False: too big or too deep to store; the reason is stored instead
 
 
-def _refused(cost: dict[str, Any], why: str) -> SchemaCost:
-    return SchemaCost(**cost, problem=f"the tool's input schema is too complex to check: {why}")
+def _refused(cost: dict[str, Any], why: str, *, keep: bool = True) -> SchemaCost:
+    problem = f"the tool's input schema is too complex to check: {why}"
+    return SchemaCost(**cost, problem=problem, keep=keep)
+
+
+_TOO_DEEP = f"it is nested more than {MAX_SCHEMA_DEPTH} levels deep"
 
 
 def _document_shape(document: Any) -> tuple[int, int]:
@@ -586,19 +591,20 @@ def measure_input_schema(input_schema: Any) -> SchemaCost:
         return SchemaCost(heaviest=heaviest, inline_nodes=INLINE_BUDGET // (2 * heaviest))
     if not isinstance(input_schema, Mapping):
         return SchemaCost()  # unusable: validation is skipped (check_input_schema says why)
+    depth, subschemas = _document_shape(input_schema)
+    cost: dict[str, Any] = {"depth": depth, "subschemas": subschemas}
+    if depth > MAX_SCHEMA_DEPTH:
+        return _refused(cost, _TOO_DEEP, keep=False)
     try:
         chars = len(json.dumps(input_schema, sort_keys=True, allow_nan=False, default=str))
     except (TypeError, ValueError, RecursionError):
-        return SchemaCost()
-    cost: dict[str, Any] = {"chars": chars}
+        return SchemaCost(**cost)  # unusable: validation is skipped with a warning
+    cost["chars"] = chars
     if chars > MAX_SCHEMA_CHARS:
+        limit = MAX_SCHEMA_CHARS // 1024
         return _refused(
-            cost, f"it is {chars // 1024} KB long (the limit is {MAX_SCHEMA_CHARS // 1024} KB)"
+            cost, f"it is {chars // 1024} KB long (the limit is {limit} KB)", keep=False
         )
-    depth, subschemas = _document_shape(input_schema)
-    cost.update(depth=depth, subschemas=subschemas)
-    if depth > MAX_SCHEMA_DEPTH:
-        return _refused(cost, f"it is nested more than {MAX_SCHEMA_DEPTH} levels deep")
     document = dict(input_schema)
     cost.update(_expand(document))
     if cost["fan_out"] > MAX_FAN_OUT:
@@ -613,9 +619,9 @@ def measure_input_schema(input_schema: Any) -> SchemaCost:
         )
     if cost["ref_expansions"] > MAX_REF_EXPANSIONS:
         return _refused(cost, f"it follows more than {MAX_REF_EXPANSIONS:,} $refs")
-    heaviest = _inline_weight(document)
-    if heaviest is not None:
-        cost.update(heaviest=heaviest, inline_nodes=INLINE_BUDGET // (2 * heaviest))
+    weight = _inline_weight(document)
+    if weight is not None:
+        cost.update(heaviest=weight, inline_nodes=INLINE_BUDGET // (2 * weight))
     return SchemaCost(**cost)
 
 

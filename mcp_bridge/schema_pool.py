@@ -22,7 +22,9 @@ import atexit
 import collections
 import concurrent.futures
 import contextlib
+import json
 import logging
+import math
 import os
 import resource
 import signal
@@ -43,25 +45,31 @@ START_TIMEOUT = 30.0  # seconds a new worker may take to import its modules
 QUEUE_TIMEOUT = 10.0  # seconds a check may wait for a free worker
 WORKERS = 2
 WORKER_MEMORY_BYTES = 1 << 30  # address space of a worker (RLIMIT_AS)
+WORKER_NICENESS = 10
+CPU_BACKSTOP_SECONDS = 10  # CPU one check may use before the kernel ends its worker
 
 
 # ---- the worker process -------------------------------------------------------------------
 
 
 def serve(fd: int) -> None:  # pragma: no cover - runs in the worker process
-    """A worker's loop on the socket ``fd``: (arguments, schema, tool) in, ("ok",
-    warnings) / ("invalid", problems) / ("error", kind) out, until the socket closes."""
+    """A worker's loop on the socket ``fd``: JSON ``[arguments, schema, tool, CPU seconds]``
+    in, ``["ok", warnings]`` / ``["invalid", problems]`` / ``["error", kind]`` out, until
+    the socket closes. JSON both ways: neither side unpickles what the other sent."""
     conn = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the server; it ends us
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)  # a burning check yields the core to the web process
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     logging.disable(logging.WARNING)  # the parent logs the warnings it gets back
-    conn.send(("ready", os.getpid()))
+    conn.send_bytes(json.dumps(["ready", os.getpid()]).encode())
     while True:
         try:
-            arguments, schema, tool = conn.recv()
+            arguments, schema, tool, cpu_seconds = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
             return
+        _limit_cpu(cpu_seconds)
         try:
             reply: tuple[str, Any] = ("ok", validate_arguments(arguments, schema, tool=tool))
         except InvalidArguments as exc:
@@ -70,7 +78,21 @@ def serve(fd: int) -> None:  # pragma: no cover - runs in the worker process
             reply = ("error", "memory")
         except Exception as exc:  # the worker outlives whatever a schema provokes
             reply = ("error", type(exc).__name__)
-        conn.send(reply)
+        conn.send_bytes(json.dumps(reply).encode())
+
+
+def _limit_cpu(seconds: int) -> None:  # pragma: no cover - runs in the worker process
+    """Let this check use ``seconds`` more CPU seconds, then the kernel ends the worker
+    (SIGXCPU): a backstop should the parent vanish while a check burns (the parent kills
+    it at its deadline long before)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = math.ceil(usage.ru_utime + usage.ru_stime)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = used + seconds
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
 # ---- the parent's side --------------------------------------------------------------------
@@ -110,7 +132,7 @@ class _Worker:
         try:
             if not worker.conn.poll(START_TIMEOUT):
                 raise OSError("the schema checker did not start in time")
-            worker.conn.recv()  # ("ready", pid)
+            worker.conn.recv_bytes()  # ["ready", pid]
         except BaseException:
             worker.kill()
             raise
@@ -151,9 +173,16 @@ async def _readable(conn: Connection, timeout: float) -> bool:
 class SchemaPool:
     """Up to ``size`` workers, started when first needed; a check takes one for itself."""
 
-    def __init__(self, *, size: int = WORKERS, deadline: float = DEADLINE) -> None:
+    def __init__(
+        self,
+        *,
+        size: int = WORKERS,
+        deadline: float = DEADLINE,
+        cpu_seconds: int = CPU_BACKSTOP_SECONDS,
+    ) -> None:
         self.size = size
         self.deadline = deadline
+        self.cpu_seconds = cpu_seconds
         self.killed: list[int] = []  # pids of workers killed past their deadline
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
@@ -242,16 +271,20 @@ class SchemaPool:
         """``validate_arguments`` in a worker, within the deadline. Raises
         ``InvalidArguments`` (bad arguments), ``SchemaTooComplex`` (past the deadline)
         or ``SchemaCheckFailed`` (no worker could do it); returns the schema warnings."""
+        try:
+            request = json.dumps([arguments, schema, tool, self.cpu_seconds], default=str)
+        except (TypeError, ValueError, RecursionError):
+            raise InvalidArguments(["arguments are nested too deeply"], tool=tool) from None
         worker = await self._take()
         try:
-            worker.conn.send((arguments, schema, tool))
+            worker.conn.send_bytes(request.encode())
             answered = await _readable(worker.conn, self.deadline)
-            reply = worker.conn.recv() if answered else None
+            reply = json.loads(worker.conn.recv_bytes()) if answered else None
         except asyncio.CancelledError:
             await asyncio.shield(self._discard(worker))  # it may be busy for a while yet
             raise
         except (EOFError, OSError):
-            reply = ("error", "worker stopped")
+            reply = ["error", "worker stopped"]
         except BaseException:
             await self._discard(worker)
             raise

@@ -17,6 +17,7 @@ from typing import Any
 from cryptography.fernet import InvalidToken
 from django.db import models
 from django.db.models import Value
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Cast
 
 from .sealing import reseal, seal, unseal
@@ -37,6 +38,9 @@ class SealedJSONField(models.TextField):
     """A JSON object, sealed at rest."""
 
     description = "A JSON object, sealed at rest"
+    # For django-stubs: the Python value is a dict, not the column's text.
+    _pyi_private_set_type: Mapping[str, Any] | Combinable  # type: ignore[assignment]
+    _pyi_private_get_type: dict[str, Any]  # type: ignore[assignment]
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> dict[str, Any]:
         # Strict: the column holds a sealed token or nothing, never a plain object.

@@ -470,8 +470,11 @@ def catalogue_apply(*, server: McpServer, tools: list[dict[str, Any]]) -> Catalo
             input_schema = (
                 raw.get("inputSchema") if isinstance(raw.get("inputSchema"), dict) else {}
             )
-            # Measured here, once per listing: a call only reads the verdict.
+            # Measured here, once per listing: a call only reads the verdict. A schema too
+            # big or too deep to keep is stored empty; its refusal says why.
             cost = measure_input_schema(input_schema)
+            if not cost.keep:
+                input_schema = {}
             values = {
                 "title": str(raw.get("title") or ui.annotations.get("title") or "")[:300],
                 "description": str(raw.get("description") or ""),

@@ -2,7 +2,9 @@
 exactly once, inlined as ``data:`` URIs when small, else handed to ``stage`` (durable
 staging for the media worker) and released right after, so the request path holds at most
 one decoded copy. Above ``defer_decode_over`` a payload is not decoded here at all: ``stage``
-gets its base64 text and whoever consumes the staging decodes and verifies it."""
+gets its base64 text and whoever consumes the staging decodes and verifies it. A payload
+that would take the result's staged bytes past ``max_staged_total`` is not staged: a
+``staged_media_limit`` error part stands in its place."""
 
 from __future__ import annotations
 

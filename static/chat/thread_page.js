@@ -26,6 +26,12 @@ import { calls, canAct, els, root, snapshot, thread } from "./thread_state.js";
 
 var ROLE_LABELS = { owner: "Owner", member: "Member", viewer: "Viewer" };
 
+// The sidebar's account button names the role in this workspace too (templates/chat/_sidebar.html).
+function setSidebarRole(text) {
+  var label = document.querySelector(".user-role");
+  if (label) label.textContent = text;
+}
+
 function setRole(newRole) {
   var could = canAct();
   thread.role = newRole;
@@ -34,6 +40,7 @@ function setRole(newRole) {
     els.roleBadge.textContent = ROLE_LABELS[newRole] || newRole;
     els.roleBadge.className = "role-badge role-" + newRole;
   }
+  setSidebarRole(ROLE_LABELS[newRole] || newRole);
   if (could && !canAct()) {
     setComposerEnabled(false, "You have view-only access");
     toast("Your role changed: you now have view-only access.", "info");
@@ -79,6 +86,7 @@ function showAccessEnded(code) {
   var copy = accessEndedCopy(code);
   setComposerEnabled(false, copy.placeholder);
   if (els.roleBadge) els.roleBadge.hidden = true;
+  if (code === "membership_removed") setSidebarRole("No access");
   var hint = document.getElementById("composer-hint");
   if (hint) hint.hidden = true;
   if (els.composer) els.composer.hidden = true;

@@ -81,9 +81,7 @@ def test_a_listed_binding_gives_its_views_only_the_listed_domains(bound_view):
 
 
 @pytest.mark.django_db
-def test_the_admin_shows_the_declared_domains_and_switches_the_mode_audited(
-    personas, bound_view
-):
+def test_the_admin_shows_the_declared_domains_and_switches_the_mode_audited(personas, bound_view):
     binding, _ = bound_view
     personas.owner.is_staff = personas.owner.is_superuser = True
     personas.owner.save()

@@ -237,6 +237,8 @@ async def test_a_personal_grant_needs_its_owner(personas, ws_connect):
         assert b_reply["ok"], b_reply
         assert "Notes of Bob" in b_reply["result"]["content"][0]["text"]
         assert await database_sync_to_async(_approval_state)(approval["id"]) == ("pending", None)
+        # Not even tried on B's behalf: no further refusal in B's name.
+        assert len(await database_sync_to_async(_audit)(event_type=523)) == 2
 
         # B may reject A's request.
         rejected = await _decide_as(b, approval["id"], "reject", "br")

@@ -33,7 +33,7 @@ from tests.live import ROOT, LiveAtrium
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-THREADS = ["message", "remember", "modes", "link", "deep"]
+THREADS = ["message", "remember", "modes", "pip", "link", "deep"]
 
 SEED = """
 import json, sys
@@ -292,24 +292,17 @@ def test_fullscreen_without_a_gesture_asks_and_esc_in_the_frame_leaves(
 
 
 def test_picture_in_picture_card_allow(open_page, world, screenshots):
-    page = open_page("modes")
-    row, app, call_id = open_view(page)
-    # Programmatic, with the focus in the composer: no gesture in the frame.
-    frame = row.locator("iframe.view-frame").element_handle().content_frame()
-    inner = frame.child_frames[0]
-    page.locator("#composer-input").focus()
-    inner.evaluate(
-        "() => window.parent.postMessage({jsonrpc: '2.0', id: 'pip-1', method: "
-        "'ui/request-display-mode', params: {mode: 'pip'}}, '*')"
-    )
+    page = open_page("pip")
+    # Asked for by itself once open: no click or key in its frame.
+    row, _app, call_id = open_view(page, {"auto": "pip"})
     card = row.locator(".host-card[data-card=display-mode]")
     expect(card.locator(".host-card-title")).to_have_text(
         "Asking wants to show itself in picture in picture"
     )
     card.locator("[data-card-action=allow]").click()
     wait_mode(page, call_id, "pip")
-    modes = world.audit(thread_id=world.threads["modes"], action="ui_request_display_mode")
-    assert modes[-1]["extra"].get("gesture") == "card", modes[-1]
+    modes = world.audit(thread_id=world.threads["pip"], action="ui_request_display_mode")
+    assert [r["extra"].get("gesture") for r in modes] == ["card"], modes
 
 
 # ---- ui/open-link -------------------------------------------------------------------------------

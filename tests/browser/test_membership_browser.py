@@ -98,6 +98,7 @@ def test_a_demoted_then_removed_member_sees_it_on_their_open_page(page_for, worl
     with admin.expect_navigation():
         admin.click("input[name=_save]")
     expect(marco.locator("#role-badge")).to_have_text("Viewer")
+    expect(marco.locator(".user-role")).to_have_text("Viewer")
     expect(marco.locator("#composer-input")).to_be_disabled()
     expect(marco.locator("#composer-input")).to_have_attribute(
         "placeholder", "You have view-only access"
@@ -121,6 +122,7 @@ def test_a_demoted_then_removed_member_sees_it_on_their_open_page(page_for, worl
         )
         expect(notice).to_contain_text("You were removed from Acme.")
         expect(notice.locator("a")).to_have_attribute("href", "/")
+        expect(page.locator(".user-role")).to_have_text("No access")
         expect(page.locator("#composer")).to_be_hidden()
         expect(page.locator("#composer-input")).to_be_disabled()
         expect(page.locator("#conn-indicator")).to_have_attribute("data-state", "ended")

@@ -118,10 +118,10 @@ def test_a_servers_views_in_two_workspaces_do_not_share_storage(browser, world, 
 
             # The same server in another workspace: another origin, none of acme's storage.
             globex = _open_basic_view(page, world, "globex/one")
+            assert globex.evaluate("() => localStorage.getItem('secret')") is None
             globex_origin = globex.evaluate("() => window.origin")
             assert globex_origin == world.server.sandbox_origin_of("basic", "globex")
             assert globex_origin != acme_origin
-            assert globex.evaluate("() => localStorage.getItem('secret')") is None
             page.screenshot(path=str(screenshots / "sandbox-origins-globex.png"))
         finally:
             context.close()

@@ -10,6 +10,7 @@ view's token); the browser version of the same story is tests/browser/test_appro
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import pytest
@@ -135,6 +136,23 @@ def _audit(**filters):
     )
 
 
+def _waiting(call_id: int) -> int:
+    """Waiters registered for the call (the waiters module's own table)."""
+    return len(waiters._waiters.get(call_id, []))
+
+
+def _watchers(call_id: int) -> int:
+    """Watcher tasks of the call running on this loop, counted from the tasks themselves
+    (whatever the waiters module believes it runs)."""
+    found = 0
+    for task in asyncio.all_tasks():
+        coro = task.get_coro()
+        frame = getattr(coro, "cr_frame", None)
+        if getattr(coro, "__name__", "") == "_watch" and frame is not None:
+            found += frame.f_locals.get("call_id") == call_id
+    return found
+
+
 def _asked(n: int):
     def match(frame) -> bool:
         if not toolcall_event("awaiting_approval", POLL)(frame):
@@ -171,8 +189,9 @@ async def test_repeated_polls_share_one_card_one_call_and_one_watcher(personas, 
 
     # Three waiting requests, one watcher of their call.
     call_id = first["data"]["id"]
-    await apoll(lambda: waiters.waiting(call_id) == 3, reason="three waiters")
-    assert waiters.watching(call_id) == 1
+    await apoll(lambda: _waiting(call_id) == 3, reason="three waiters")
+    assert _watchers(call_id) == 1
+    assert waiters.waiting(call_id) == 3 and waiters.watching(call_id) == 1
 
     # One approval answers all three polls with the one result.
     await owner.send_json_to(
@@ -184,8 +203,8 @@ async def test_repeated_polls_share_one_card_one_call_and_one_watcher(personas, 
     replies = [await reply_frame(owner, rid, timeout=60) for rid in (1, 2, 3)]
     assert all(r["ok"] for r in replies), replies
     assert replies[0]["result"] == replies[1]["result"] == replies[2]["result"]
-    await apoll(lambda: waiters.waiting(call_id) == 0, reason="waiters gone")
-    assert waiters.watching(call_id) == 0
+    await apoll(lambda: _waiting(call_id) == 0, reason="waiters gone")
+    await apoll(lambda: _watchers(call_id) == 0, reason="the watcher ends")
     await owner.disconnect()
 
 
@@ -250,12 +269,13 @@ async def test_a_closed_socket_takes_its_waiters_and_their_watcher(personas, sys
     await _view_call(owner, token, 2)
     waiting = await next_frame(owner, _asked(2))
     call_id = waiting["data"]["id"]
-    await apoll(lambda: waiters.waiting(call_id) == 2, reason="two waiters")
-    assert waiters.watching(call_id) == 1
+    await apoll(lambda: _waiting(call_id) == 2, reason="two waiters")
+    assert _watchers(call_id) == 1
 
     await owner.disconnect()
-    await apoll(lambda: waiters.waiting(call_id) == 0, reason="the socket's waiters leave")
-    await apoll(lambda: waiters.watching(call_id) == 0, reason="their watcher stops")
+    await apoll(lambda: _waiting(call_id) == 0, reason="the socket's waiters leave")
+    await apoll(lambda: _watchers(call_id) == 0, reason="their watcher stops")
+    assert waiters.watching(call_id) == 0
     # The question itself stays for the members to answer.
     rows = await database_sync_to_async(_approvals)()
     assert [(r["status"], r["asks"]) for r in rows] == [("pending", 2)]

@@ -13,7 +13,7 @@ import json
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from tests.conftest import next_frame, open_socket, reply_frame
 from tests.waiting import apoll, frames_until
@@ -69,7 +69,7 @@ async def test_removing_a_member_ends_their_socket_and_nothing_after_it_reaches_
     owner = await open_socket(ws_connect, personas.owner, personas.thread)
     member = await open_socket(ws_connect, personas.member, personas.thread)
     layer = get_channel_layer()
-    in_memory = hasattr(layer, "groups")
+    in_memory = isinstance(layer, InMemoryChannelLayer)
     member_channels = list(layer.groups[user_group(personas.member.pk)]) if in_memory else []
 
     def remove_between_two_messages():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+import redis
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
@@ -31,9 +32,15 @@ class Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch) -> Clock:
+def clock(monkeypatch, settings) -> Clock:
+    """The buckets' clock, moved by the test; the production profile's buckets (Redis)
+    start empty too."""
     fake = Clock()
     monkeypatch.setattr(ratelimit, "_now", fake)
+    if settings.REDIS_URL:
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        for key in client.scan_iter(match="atrium:rate:*"):
+            client.delete(key)
     return fake
 
 
@@ -189,7 +196,7 @@ async def test_opening_the_same_view_again_does_not_audit_its_csp_drops_again(
 
 
 async def test_tools_list_and_approval_decide_are_rate_limited_and_the_socket_stays(
-    personas, ws_connect, settings
+    personas, ws_connect, settings, clock
 ):
     settings.ATRIUM_RATE_LIMITS = {
         **settings.ATRIUM_RATE_LIMITS,
@@ -220,3 +227,38 @@ async def test_tools_list_and_approval_decide_are_rate_limited_and_the_socket_st
     limited = await _rows(event_type=132)
     assert sorted(r["extra"]["bucket"] for r in limited) == ["approval_decide", "tools_list"]
     await owner.disconnect()
+
+
+async def test_a_viewers_burst_of_approval_decisions_is_audited_at_a_bounded_rate(
+    personas, board_server, ws_connect, settings, clock, close_connections
+):
+    settings.ATRIUM_RATE_LIMITS = {**settings.ATRIUM_RATE_LIMITS, "refusal_audit": (5, 0.1)}
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    # A pending approval: the board view asks to delete an item (deleting always asks).
+    await owner.send_json_to({"type": "message.post", "text": "/call board.list_items"})
+    done = await next_frame(owner, toolcall_event("success", "list_items"))
+    await owner.send_json_to({"type": "view.open", "toolCallId": done["data"]["id"], "rid": "o"})
+    view = (await reply_frame(owner, "o"))["result"]
+    await owner.send_json_to(
+        {"type": "view.request", "rid": "del", "token": view["token"], "method": "tools/call",
+         "params": {"name": "delete_item", "arguments": {"id": "ATR-101"}}}
+    )  # fmt: skip
+    pending = await next_frame(owner, toolcall_event("awaiting_approval", "delete_item"))
+    approval_id = pending["data"]["approval"]["id"]
+    viewer = await open_socket(ws_connect, personas.viewer, personas.thread)
+    codes = []
+    for n in range(30):
+        await viewer.send_json_to(
+            {"type": "approval.decide", "rid": n, "approvalId": approval_id, "decision": "approve"}
+        )
+        codes.append((await reply_frame(viewer, n))["error"]["code"])
+    assert set(codes) <= {"forbidden", "rate_limited"} and codes[0] == "forbidden"
+    # Every refusal row of the viewer together (the service's APPROVAL_DECISION_REFUSED,
+    # the action's own) is bounded, not one or two per frame; the rate limit's own row
+    # (RATE_LIMITED, 132) is paced separately, once per flooded bucket.
+    refused = await _rows(decision="denied", actor_user_id=personas.viewer.pk)
+    assert len([r for r in refused if r["event_type"] != 132]) == 5, refused
+    assert len([r for r in refused if r["event_type"] == 132]) <= 1, refused
+    assert refused[0]["event_type"] == 523 and refused[0]["reason"] == "viewer_cannot_act"
+    await owner.disconnect()
+    await viewer.disconnect()

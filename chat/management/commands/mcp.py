@@ -166,8 +166,8 @@ class Command(BaseCommand):
             elif action == "reseal-grants":
                 count = services.grant_reseal_all()
                 self.stdout.write(f"Resealed {count} OAuth grant(s) with the newest key.")
-                secrets = 0
-                secrets += 0
+                secrets = sum(reseal_column(McpServer, name) for name in ("env", "headers"))
+                secrets += reseal_column(Workspace, "provider_api_key")
                 self.stdout.write(f"Resealed {secrets} server secret(s) and provider key(s).")
             else:
                 asyncio.run(self._remote(action, options))

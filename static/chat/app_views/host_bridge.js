@@ -43,18 +43,23 @@ function respondError(id, error) {
   this.post({ jsonrpc: "2.0", id: id, error: error });
 }
 
-/** Whether `value` nests deeper than `limit` (iterative: no stack to overflow). */
+/** Whether `value` nests deeper than `limit` levels. Iterative (no stack to overflow);
+ *  an object shared by several paths is walked again only when reached deeper, so a
+ *  crafted graph cannot make it run long (and absurdly large values count as too deep). */
 export function nestsDeeperThan(value, limit) {
+  var deepest = new Map();
   var stack = [[value, 0]];
-  var seen = 0;
+  var steps = 0;
   while (stack.length) {
     var top = stack.pop();
     var v = top[0];
+    var depth = top[1];
     if (!v || typeof v !== "object") continue;
-    if (top[1] >= limit) return true;
-    if (++seen > 200000) return true; // absurdly large: refused the same way
+    if (depth >= limit || ++steps > 1000000) return true;
+    if (deepest.has(v) && deepest.get(v) >= depth) continue;
+    deepest.set(v, depth);
     var keys = Object.keys(v);
-    for (var i = 0; i < keys.length; i++) stack.push([v[keys[i]], top[1] + 1]);
+    for (var i = 0; i < keys.length; i++) stack.push([v[keys[i]], depth + 1]);
   }
   return false;
 }
@@ -62,8 +67,8 @@ export function nestsDeeperThan(value, limit) {
 function onMessage(data) {
   if (!data || typeof data !== "object") return;
   if (nestsDeeperThan(data, MAX_MESSAGE_DEPTH)) {
-    // Answered here, with its id: the server would refuse the frame without knowing which
-    // request it was (its JSON parser's recursion limit), and the view would wait forever.
+    // Answered here, with its id (the proxy answers what the browser could not even carry
+    // this far; the server's JSON parser would refuse the frame without knowing its rid).
     if (data.jsonrpc === "2.0" && typeof data.method === "string" && data.id !== undefined && data.id !== null && (typeof data.id === "string" || typeof data.id === "number")) {
       this.respondError(data.id, { code: -32600, message: "Invalid Request: nested too deeply (more than " + MAX_MESSAGE_DEPTH + " levels).", data: { reason: "too_deep" } });
     } else if (typeof data.type === "string" && (typeof data.messageId === "string" || typeof data.messageId === "number")) {

@@ -1,0 +1,73 @@
+"""One card per question, in real Chromium (issue 23, F5; docs/consent.md "Approval cards").
+
+The published ``@modelcontextprotocol/server-system-monitor`` polls ``poll-system-stats``
+every two seconds from its view. The tool declares nothing, so its calls ask (no standing
+policy here). While nobody answers, the thread shows ONE card for the question, counting
+how many times it was asked, and labelled for what it is: not declared safe, treated as
+destructive (not "destructive": a poll that only reads simply carries no annotations).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.test_consent import (  # noqa: F401 — fixtures used by name
+    WAIT,
+    consent_world,
+    open_as,
+    pending_cards,
+)
+from tests.browser.test_views import app_frame, audit, call_tool, goto_thread, view_row, wait_ready
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+TOOL = "poll-system-stats"
+
+
+def _start_polling(app: Any) -> Any:
+    expect(app.locator("#info-hostname")).not_to_have_text("--", timeout=WAIT)
+    toggle = app.locator("#poll-toggle-btn")
+    if "start" in toggle.inner_text().lower():
+        toggle.click()
+    return toggle
+
+
+def _shots(page: Any, target: Any, directory: Any, name: str) -> None:
+    for theme in ("light", "dark"):
+        page.locator("html").evaluate("(el, t) => el.setAttribute('data-theme', t)", theme)
+        target.screenshot(path=str(directory / f"approval-cards-{name}-{theme}.png"))
+    page.locator("html").evaluate("el => el.setAttribute('data-theme', 'light')")
+
+
+def test_a_polling_view_shows_one_card_that_counts_its_asks(open_as, consent_world, screenshots):  # noqa: F811
+    page = open_as("olivia")
+    goto_thread(page, consent_world, "sysmon")
+    call_tool(page, "sysmon.get-system-info")
+    row = view_row(page, "get-system-info")
+    wait_ready(page, row)
+    toggle = _start_polling(app_frame(row))
+
+    card = pending_cards(page)
+    expect(card).to_have_count(1, timeout=WAIT)
+    # Polls keep coming every two seconds: they join the card instead of adding cards.
+    expect(card.locator(".approval-meta")).to_contain_text("asked 3 times", timeout=WAIT)
+    expect(pending_cards(page)).to_have_count(1)
+    badge = card.locator(".risk-badge")
+    expect(badge).to_have_text("Not declared safe — treated as destructive")
+    expect(badge).to_have_class("risk-badge risk-destructive risk-undeclared")
+    card.scroll_into_view_if_needed()
+    _shots(page, card, screenshots, "asked")
+    toggle.click()  # stop polling
+
+    # Behind the one card: one request, asked again; every poll audited.
+    asked = audit(consent_world, tool_name=TOOL, event_type=500)
+    again = audit(consent_world, tool_name=TOOL, event_type=505)
+    assert len(asked) == 1, asked
+    assert len(again) >= 2, again
+
+    # One Approve once answers it (and every poll that waited on it).
+    card.locator("[data-action=approve]").click()
+    expect(pending_cards(page)).to_have_count(0, timeout=WAIT)
