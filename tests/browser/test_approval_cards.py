@@ -47,7 +47,7 @@ def test_a_polling_view_shows_one_card_that_counts_its_asks(open_as, consent_wor
     goto_thread(page, consent_world, "sysmon")
     call_tool(page, "sysmon.get-system-info")
     row = view_row(page, "get-system-info")
-    wait_ready(page, row)
+    wait_ready(page, row, timeout=60_000)  # a busy machine: a cold node server
     toggle = _start_polling(app_frame(row))
 
     card = pending_cards(page)

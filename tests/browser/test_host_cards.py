@@ -161,12 +161,15 @@ def posted_msg(page: Any, text: str) -> Any:
     return page.locator(".msg-entry:not(:has(.view-row))", has_text=text)
 
 
-def shots(page: Any, directory: Path, name: str, target: Any = None) -> None:
-    """The card in the light theme and in the dark one (the system preference)."""
+def shots(page: Any, directory: Path, name: str, row: Any) -> None:
+    """The view's row with its card, armed, in the light theme and in the dark one."""
+    expect(row.locator(".host-card button").first).to_be_enabled()
+    row.scroll_into_view_if_needed()
+    target = row
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
         page.wait_for_selector(f"html[data-theme={scheme}]")
-        (target or page).screenshot(path=str(directory / f"cards-{name}-{scheme}.png"))
+        target.screenshot(path=str(directory / f"cards-{name}-{scheme}.png"))
     page.emulate_media(color_scheme="light")
 
 
@@ -186,7 +189,7 @@ def test_message_card_send_posts_and_dismiss_refuses(open_page, world, screensho
     expect(card.locator(".host-card-quote")).to_have_text("Dismiss me, please")
     expect(app.locator("#out-message")).to_have_attribute("data-state", "waiting")
     expect(posted_msg(page, "Dismiss me, please")).to_have_count(0)
-    shots(page, screenshots, "message", card)
+    shots(page, screenshots, "message", row)
 
     # Dismiss: the view hears a clear JSON-RPC error; nothing is posted.
     card.locator("[data-card-action=dismiss]").click()
@@ -263,7 +266,7 @@ def test_fullscreen_without_a_gesture_asks_and_esc_in_the_frame_leaves(
     expect(card).to_be_visible()
     expect(card.locator(".host-card-title")).to_have_text("Asking wants to go full screen")
     assert mode_of(page, call_id) == "inline"
-    shots(page, screenshots, "fullscreen", card)
+    shots(page, screenshots, "fullscreen", row)
     card.locator("[data-card-action=dismiss]").click()
     expect(app.locator("#out-mode")).to_have_text('{"mode":"inline"}')
     assert mode_of(page, call_id) == "inline"
@@ -318,7 +321,7 @@ def test_open_link_shows_the_whole_url_and_open_opens_it(open_page, world, scree
     expect(card.locator(".host-card-url")).to_have_text(url)
     expect(card.locator(".host-card-url strong")).to_have_text("https://example.com")
     expect(app.locator("#out-link")).to_have_attribute("data-state", "waiting")
-    shots(page, screenshots, "link", card)
+    shots(page, screenshots, "link", row)
     with page.context.expect_page(timeout=10_000) as opened:
         card.locator("[data-card-action=open]").click()
     assert re.match(r"^(https://example\.com/docs/page\?q=1|chrome-error:)", opened.value.url), (

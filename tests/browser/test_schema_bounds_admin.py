@@ -31,7 +31,7 @@ get_user_model().objects.create_user("olivia", password={password!r}, is_staff=T
                                      is_superuser=True)
 server = services.server_add(name="Schema bombs", slug="bombs", transport="stdio",
                              command={python!r}, args=[{script!r}])
-print(json.dumps({{"server": server.pk}}))
+print(json.dumps({{"mcp_server": server.pk}}))
 """
 
 
@@ -76,7 +76,7 @@ def admin_page(browser, world) -> Iterator[Any]:
 
 def test_the_admin_sees_which_tool_cannot_be_called_and_why(admin_page, world, screenshots):
     page = admin_page("/admin/mcp_bridge/mcpserver/")
-    page.check(f"input[name=_selected_action][value='{world['server']}']")
+    page.check(f"input[name=_selected_action][value='{world['mcp_server']}']")
     page.select_option("select[name=action]", "refresh_catalogue")
     with page.expect_navigation():
         page.click("button[name=index]")
@@ -84,7 +84,9 @@ def test_the_admin_sees_which_tool_cannot_be_called_and_why(admin_page, world, s
     expect(page.locator("ul.messagelist")).to_contain_text("1 with problems")
 
     for scheme in ("light", "dark"):
-        listing = admin_page(f"/admin/mcp_bridge/tool/?server__id__exact={world['server']}", scheme)
+        listing = admin_page(
+            f"/admin/mcp_bridge/tool/?server__id__exact={world['mcp_server']}", scheme
+        )
         deep = listing.locator("#result_list tr", has_text="deep_choice")
         expect(deep.locator("td.field-is_callable img")).to_have_attribute("alt", "False")
         plain = listing.locator("#result_list tr", has_text="plain_echo")

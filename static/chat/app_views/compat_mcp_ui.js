@@ -74,8 +74,7 @@ function onLegacy(msg) {
       relay("tools/call", { name: String(payload.toolName || ""), arguments: payload.params && typeof payload.params === "object" ? payload.params : {}, _compat: "legacy" });
       return;
     case "prompt":
-      ack();
-      this.sendMessage(null, { role: "user", content: [{ type: "text", text: String(payload.prompt || "") }], _compat: "legacy" }, done);
+      relay("ui/message", { role: "user", content: [{ type: "text", text: String(payload.prompt || "") }], _compat: "legacy" });
       return;
     case "intent":
       var text = "Intent: " + String(payload.intent || "");
@@ -86,8 +85,7 @@ function onLegacy(msg) {
           /* unserializable params are left out */
         }
       }
-      ack();
-      this.sendMessage(null, { role: "user", content: [{ type: "text", text: text }], _compat: "legacy-intent" }, done);
+      relay("ui/message", { role: "user", content: [{ type: "text", text: text }], _compat: "legacy-intent" });
       return;
     case "notify":
       ack();
