@@ -87,6 +87,7 @@ function showAccessEnded(code) {
   setComposerEnabled(false, copy.placeholder);
   if (els.roleBadge) els.roleBadge.hidden = true;
   if (code === "membership_removed") setSidebarRole("No access");
+  if (els.toasts) els.toasts.replaceChildren(); // earlier notices (a role change…) are moot now
   var hint = document.getElementById("composer-hint");
   if (hint) hint.hidden = true;
   if (els.composer) els.composer.hidden = true;

@@ -7,6 +7,8 @@ how many times it was asked, and labelled for what it is: not declared safe, tre
 destructive (not "destructive": a poll that only reads simply carries no annotations).
 """
 
+# ruff: noqa: F811 — the fixtures imported from test_consent are used by name
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,7 +44,7 @@ def _shots(page: Any, target: Any, directory: Any, name: str) -> None:
     page.locator("html").evaluate("el => el.setAttribute('data-theme', 'light')")
 
 
-def test_a_polling_view_shows_one_card_that_counts_its_asks(open_as, consent_world, screenshots):  # noqa: F811
+def test_a_polling_view_shows_one_card_that_counts_its_asks(open_as, consent_world, screenshots):
     page = open_as("olivia")
     goto_thread(page, consent_world, "sysmon")
     call_tool(page, "sysmon.get-system-info")
@@ -71,3 +73,45 @@ def test_a_polling_view_shows_one_card_that_counts_its_asks(open_as, consent_wor
     # One Approve once answers it (and every poll that waited on it).
     card.locator("[data-action=approve]").click()
     expect(pending_cards(page)).to_have_count(0, timeout=WAIT)
+
+
+FLIP_TO_MEMBER_SIGN_IN = """
+from mcp_bridge.models import McpServer
+McpServer.objects.filter(slug="basic").update(auth_mode="oauth_member")
+print("ok")
+"""
+
+
+def test_only_the_owner_of_a_personal_sign_in_is_offered_approve(
+    open_as, consent_world, screenshots
+):
+    olivia = open_as("olivia")
+    goto_thread(olivia, consent_world, "basic")
+    marco = open_as("marco")
+    goto_thread(marco, consent_world, "basic")
+    call_tool(olivia, "basic.get-time")  # her own call: it runs
+    row = view_row(olivia, "get-time")
+    wait_ready(olivia, row, timeout=60_000)
+    # From here the server signs each member in with their own account (as an admin's
+    # switch to "OAuth, each member their own" would): the view's call would spend
+    # Olivia's own sign-in. (The decision reads the server afresh; the call never runs.)
+    assert consent_world.server.shell(FLIP_TO_MEMBER_SIGN_IN).strip().endswith("ok")
+    olivia.bring_to_front()
+    app_frame(row).locator("#get-time-btn").click()
+
+    card = pending_cards(marco)
+    expect(card).to_have_count(1, timeout=WAIT)
+    expect(card.locator(".approval-owner-only")).to_have_text(
+        "Only Olivia Park can approve this: it uses their own sign-in to Basic."
+    )
+    expect(card.locator("[data-action=approve]")).to_have_count(0)
+    expect(card.locator("[data-action=allow_thread]")).to_have_count(0)
+    expect(card.locator("[data-action=reject]")).to_be_visible()
+    # Olivia, whose sign-in it is, is offered the approval.
+    expect(pending_cards(olivia).locator("[data-action=approve]")).to_be_visible()
+    card.scroll_into_view_if_needed()
+    _shots(marco, card, screenshots, "owner-only")
+
+    card.locator("[data-action=reject]").click()
+    expect(pending_cards(marco)).to_have_count(0, timeout=WAIT)
+    expect(pending_cards(olivia)).to_have_count(0, timeout=WAIT)

@@ -237,9 +237,7 @@ def test_message_card_always_allow_is_remembered_in_the_thread(open_page, world,
     # and the thread's allowances list it (revocable like a tool's).
     app.locator("#text").fill("Second, no card")
     app.locator("#send").click()
-    expect(posted_msg(page, "Second, no card").locator(".via-tag")).to_contain_text(
-        "Asking"
-    )
+    expect(posted_msg(page, "Second, no card").locator(".via-tag")).to_contain_text("Asking")
     expect(card).to_have_count(0)
     expect(page.locator("#allowances")).to_contain_text("ui/message")
 

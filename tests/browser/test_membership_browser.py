@@ -3,7 +3,8 @@
 An owner demotes a member in the Django admin: the member's open thread page goes
 read-only at once (role badge, composer). The owner then removes two members: each of
 their open pages says plainly that they no longer have access to this workspace, in place
-of the composer (screenshots, light and dark), and their socket is closed for good.
+of the composer (screenshots, light and dark), and their socket is closed for good. A
+member whose account is deactivated is told their session ended, with a way to sign in.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ ids = {{}}
 for name in ("marco", "mina"):
     user = User.objects.create_user(name, password={password!r}, first_name=name.title())
     ids[name] = services.membership_set(workspace=workspace, user=user, role="member").pk
+sam = User.objects.create_user("sam", password={password!r}, first_name="Sam")
+services.membership_set(workspace=workspace, user=sam, role="member")
+ids["sam_user"] = sam.pk
 thread = services.thread_create(workspace=workspace, title="Launch plan", actor=owner)
 services.message_post(thread=thread, author=owner, text="The launch moves to Thursday.")
 print(json.dumps({{"thread": thread.pk, "memberships": ids}}))
@@ -140,3 +144,23 @@ def test_a_demoted_then_removed_member_sees_it_on_their_open_page(page_for, worl
         " AuditEvent.objects.filter(event_type=107).count())"
     )
     assert out.strip().splitlines()[-1] == "2 2"
+
+
+def test_a_deactivated_member_is_told_their_session_ended(page_for, world, screenshots):
+    sam = _thread_page(page_for, world, "sam")
+    admin = page_for("olivia", "/admin/")
+    admin.goto(
+        f"{world['server'].app_origin}/admin/auth/user/{world['memberships']['sam_user']}/change/"
+    )
+    admin.uncheck("#id_is_active")
+    with admin.expect_navigation():
+        admin.click("input[name=_save]")
+    notice = sam.locator("#access-ended")
+    expect(notice).to_be_visible()
+    expect(notice).to_have_attribute("data-reason", "session_ended")
+    expect(notice.locator(".access-ended-title")).to_have_text("Your session has ended")
+    expect(notice.locator("a")).to_have_text("Sign in again")
+    expect(sam.locator("#composer")).to_be_hidden()
+    expect(sam.locator("#toasts .toast-error")).to_have_count(0)
+    expect(sam.locator("#conn-indicator")).to_have_attribute("data-state", "ended")
+    sam.screenshot(path=str(screenshots / "session-ended-light.png"))

@@ -395,9 +395,11 @@ def test_debug_server_bridge_features(open_as, world, screenshots):
     app.locator("#log-data").fill("debug log line 42")
     app.locator("#log-info-btn").click()
 
-    # ui/open-link: https opens a new page; javascript: is refused (and audited).
+    # ui/open-link: the host's card shows the URL and a click on Open opens a new page
+    # (docs/view-bridge.md §8); javascript: is refused (and audited).
+    app.locator("#open-link-btn").click()
     with page.context.expect_page(timeout=10_000) as opened:
-        app.locator("#open-link-btn").click()
+        row.locator(".host-card[data-card=link] [data-card-action=open]").click()
     assert re.match(r"^(https://modelcontextprotocol\.io|chrome-error:)", opened.value.url), (
         opened.value.url
     )
@@ -744,8 +746,10 @@ def test_apps_sdk_widget_surface(open_as, world, screenshots):
     widget.locator("#echo-btn").dispatch_event("click")
     expect(widget.locator("#echo")).to_have_text("hi from the widget", timeout=15_000)
 
-    # requestDisplayMode → {mode}, and the globals follow.
+    # requestDisplayMode → {mode}, and the globals follow. A dispatched click is no user
+    # gesture: the host asks first (docs/view-bridge.md §8), and Allow is the gesture.
     widget.locator("#fullscreen").dispatch_event("click")
+    row.locator(".host-card[data-card=display-mode] [data-card-action=allow]").click()
     expect(widget.locator("#last")).to_have_text('mode: {"mode":"fullscreen"}')
     expect(widget.locator("#mode")).to_have_text("fullscreen")
     assert view_state(page, call_id)["mode"] == "fullscreen"
@@ -768,8 +772,9 @@ def test_apps_sdk_widget_surface(open_as, world, screenshots):
     widget.locator("#follow").dispatch_event("click")
     posted = page.locator(".msg-entry", has_text="How many coffees is too many?").last
     expect(posted.locator(".via-tag")).to_contain_text("Counter")
+    widget.locator("#external").click()
     with page.context.expect_page(timeout=10_000) as opened:
-        widget.locator("#external").click()
+        row.locator(".host-card[data-card=link] [data-card-action=open]").click()
     opened.value.close()
     row.evaluate("el => el.scrollIntoView({block: 'center'})")
     shot(page, screenshots, "apps-sdk")

@@ -44,6 +44,8 @@ function fetchDocument(url) {
 }
 
 function reset() {
+  // A host card answers a request of the document being replaced: it goes with it.
+  if (this.closeHostCards) this.closeHostCards();
   this.resourceSent = false;
   this.ready = false;
   this.protocol = null; // "mcp" | "legacy"
@@ -227,6 +229,7 @@ function fail(err) {
 }
 
 function removeFrame() {
+  this.closeHostCards();
   if (this.mode !== "inline") this.applyMode("inline", true);
   if (this.resizeObserver) this.resizeObserver.disconnect();
   this.resizeObserver = null;

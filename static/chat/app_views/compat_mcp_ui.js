@@ -74,7 +74,8 @@ function onLegacy(msg) {
       relay("tools/call", { name: String(payload.toolName || ""), arguments: payload.params && typeof payload.params === "object" ? payload.params : {}, _compat: "legacy" });
       return;
     case "prompt":
-      relay("ui/message", { role: "user", content: [{ type: "text", text: String(payload.prompt || "") }], _compat: "legacy" });
+      ack();
+      this.sendMessage(null, { role: "user", content: [{ type: "text", text: String(payload.prompt || "") }], _compat: "legacy" }, done);
       return;
     case "intent":
       var text = "Intent: " + String(payload.intent || "");
@@ -85,7 +86,8 @@ function onLegacy(msg) {
           /* unserializable params are left out */
         }
       }
-      relay("ui/message", { role: "user", content: [{ type: "text", text: text }], _compat: "legacy-intent" });
+      ack();
+      this.sendMessage(null, { role: "user", content: [{ type: "text", text: text }], _compat: "legacy-intent" }, done);
       return;
     case "notify":
       ack();

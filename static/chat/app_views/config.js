@@ -18,3 +18,4 @@ export const FREEZE_MS = 2000;
 export const LOG_BURST = 20; // notifications/message per 10 s per view
 export const BAD_SCHEMES = ["javascript:", "data:", "file:", "vbscript:", "blob:", "about:", "chrome:", "filesystem:"];
 export const FINAL = ["success", "error", "cancelled", "rejected"];
+export const MAX_MESSAGE_DEPTH = 100; // a view message nested deeper is refused (-32600)

@@ -2,6 +2,7 @@
 import { h, icon } from "../dom.js";
 import { FLIP_LIMIT, FREEZE_MS, MAX_HEIGHT, MIN_HEIGHT, MODES } from "./config.js";
 import { liveAppViews } from "./registry.js";
+import { GESTURE_MODES } from "./host_cards.js";
 import { clamp, rpcError } from "./rpc.js";
 
 /** A small icon button of an app view's chrome (display modes, close). */
@@ -181,16 +182,32 @@ function requestDisplayMode(id, params) {
     return;
   }
   var declared = this.appCaps && Array.isArray(this.appCaps.availableDisplayModes) ? this.appCaps.availableDisplayModes : undefined;
-  var ask = Object.assign({}, params, { mode: mode, current: this.mode });
-  if (declared) ask.availableDisplayModes = declared;
-  this.forward("ui/request-display-mode", ask).then(
-    function (result) {
-      var granted = result && MODES.indexOf(result.mode) >= 0 ? result.mode : self.mode;
-      if (granted !== self.mode && (granted === "inline" || self.allowedModes().indexOf(granted) >= 0)) self.setMode(granted, "app");
-      self.respond(id, { mode: self.mode });
-    },
-    function (err) {
-      self.respondError(id, rpcError(err));
+  var proceed = function (gesture) {
+    var ask = Object.assign({}, params, { mode: mode, current: self.mode, gesture: gesture });
+    if (declared) ask.availableDisplayModes = declared;
+    self.forward("ui/request-display-mode", ask).then(
+      function (result) {
+        var granted = result && MODES.indexOf(result.mode) >= 0 ? result.mode : self.mode;
+        if (granted !== self.mode && (granted === "inline" || self.allowedModes().indexOf(granted) >= 0)) self.setMode(granted, "app");
+        self.respond(id, { mode: self.mode });
+      },
+      function (err) {
+        self.respondError(id, rpcError(err));
+      }
+    );
+  };
+  // Full screen and pip only right after a click or key in this frame (F14); otherwise
+  // the host asks, and Allow on its card is the gesture. "inline" never needs one.
+  if (mode === this.mode || GESTURE_MODES.indexOf(mode) < 0 || this.allowedModes().indexOf(mode) < 0 || this.frameGesture()) {
+    proceed(GESTURE_MODES.indexOf(mode) >= 0 && mode !== this.mode && this.frameGesture() ? "frame" : "");
+    return;
+  }
+  if (this.hostCardsOpen && this.hostCardsOpen["display-mode"]) this.hostCardsOpen["display-mode"].cancel();
+  this.displayModeCard(
+    mode,
+    proceed,
+    function () {
+      self.respond(id, { mode: self.mode }); // not now: the mode it is in
     }
   );
 }

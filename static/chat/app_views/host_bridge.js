@@ -1,6 +1,6 @@
 /* Messages between the host and an app view: JSON-RPC in, the server decides (view.request). */
 import { h, icon } from "../dom.js";
-import { BAD_SCHEMES, HOST_INFO, KNOWN_PROTOCOLS, LOG_BURST, PROTOCOL_VERSION } from "./config.js";
+import { HOST_INFO, KNOWN_PROTOCOLS, LOG_BURST, MAX_MESSAGE_DEPTH, PROTOCOL_VERSION } from "./config.js";
 import { request, rpcError } from "./rpc.js";
 
 function sanitizeFilename(name) {
@@ -43,8 +43,39 @@ function respondError(id, error) {
   this.post({ jsonrpc: "2.0", id: id, error: error });
 }
 
+/** Whether `value` nests deeper than `limit` levels. Iterative (no stack to overflow);
+ *  an object shared by several paths is walked again only when reached deeper, so a
+ *  crafted graph cannot make it run long (and absurdly large values count as too deep). */
+export function nestsDeeperThan(value, limit) {
+  var deepest = new Map();
+  var stack = [[value, 0]];
+  var steps = 0;
+  while (stack.length) {
+    var top = stack.pop();
+    var v = top[0];
+    var depth = top[1];
+    if (!v || typeof v !== "object") continue;
+    if (depth >= limit || ++steps > 1000000) return true;
+    if (deepest.has(v) && deepest.get(v) >= depth) continue;
+    deepest.set(v, depth);
+    var keys = Object.keys(v);
+    for (var i = 0; i < keys.length; i++) stack.push([v[keys[i]], depth + 1]);
+  }
+  return false;
+}
+
 function onMessage(data) {
   if (!data || typeof data !== "object") return;
+  if (nestsDeeperThan(data, MAX_MESSAGE_DEPTH)) {
+    // Answered here, with its id (the proxy answers what the browser could not even carry
+    // this far; the server's JSON parser would refuse the frame without knowing its rid).
+    if (data.jsonrpc === "2.0" && typeof data.method === "string" && data.id !== undefined && data.id !== null && (typeof data.id === "string" || typeof data.id === "number")) {
+      this.respondError(data.id, { code: -32600, message: "Invalid Request: nested too deeply (more than " + MAX_MESSAGE_DEPTH + " levels).", data: { reason: "too_deep" } });
+    } else if (typeof data.type === "string" && (typeof data.messageId === "string" || typeof data.messageId === "number")) {
+      this.legacyPost("ui-message-response", data.messageId, { messageId: data.messageId, error: { code: "too_deep", message: "The message is nested too deeply." } });
+    }
+    return;
+  }
   if (data.jsonrpc === "2.0") this.onRpc(data);
   else if (typeof data.type === "string") this.onLegacy(data);
 }
@@ -80,6 +111,11 @@ function onNotification(method, params) {
     case "notifications/message":
       if (this.allowLog()) this.notifyServer(method, params);
       return;
+    case "ui/notifications/sandbox-escape":
+      // Esc pressed inside the frame (the proxy relays it: key events in a cross-origin
+      // frame never reach this page). Anyone may send it; it only leaves full screen.
+      if (this.mode === "fullscreen") this.setMode("inline", "user");
+      return;
     case "ui/notifications/request-teardown":
       this.notifyServer(method, params);
       this.honourTeardown();
@@ -107,6 +143,9 @@ function onRequest(id, method, params) {
       return;
     case "ui/open-link":
       this.openLink(id, params);
+      return;
+    case "ui/message":
+      this.sendMessage(id, params);
       return;
     case "ui/download-file":
       this.download(id, params);
@@ -179,39 +218,6 @@ function allowLog() {
   if (this.logTimes.length >= LOG_BURST) return false;
   this.logTimes.push(now);
   return true;
-}
-
-function openLink(id, params, legacyDone) {
-  var self = this;
-  var url = typeof params.url === "string" ? params.url.trim() : "";
-  var done = legacyDone || {
-    ok: function (r) {
-      self.respond(id, r);
-    },
-    fail: function (e) {
-      self.respondError(id, rpcError(e));
-    },
-  };
-  this.forward("ui/open-link", Object.assign({}, params, { url: url })).then(
-    function () {
-      var scheme = (/^([a-z][a-z0-9+.-]*:)/i.exec(url) || [""])[0].toLowerCase();
-      if (!scheme || BAD_SCHEMES.indexOf(scheme) >= 0) {
-        // The server allowed it, the host still refuses browser-internal schemes.
-        done.fail({ code: "scheme_not_allowed", message: "This link cannot be opened.", jsonrpcCode: -32003 });
-        return;
-      }
-      if (scheme === "http:" || scheme === "https:") window.open(url, "_blank", "noopener,noreferrer");
-      else {
-        var a = h("a", { attrs: { href: url, target: "_blank", rel: "noopener noreferrer" } });
-        a.click();
-      }
-      self.showNotice("Opened a link from " + self.appName() + ": ", url);
-      done.ok({});
-    },
-    function (err) {
-      done.fail(err);
-    }
-  );
 }
 
 function showNotice(text, url) {
@@ -287,4 +293,4 @@ function download(id, params) {
   );
 }
 
-export const bridgeMethods = { post, respond, respondError, onMessage, onRpc, onNotification, onRequest, forward, refreshToken, notifyServer, allowLog, openLink, showNotice, download };
+export const bridgeMethods = { post, respond, respondError, onMessage, onRpc, onNotification, onRequest, forward, refreshToken, notifyServer, allowLog, showNotice, download };

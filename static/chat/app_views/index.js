@@ -31,6 +31,7 @@ import { openaiCompatMethods } from "./compat_openai.js";
 import { mcpUiCompatMethods } from "./compat_mcp_ui.js";
 import { displayModeMethods } from "./display_modes.js";
 import { bridgeMethods } from "./host_bridge.js";
+import { hostCardMethods } from "./host_cards.js";
 import { currentTheme, hostContextMethods } from "./host_context.js";
 import { lifecycleMethods } from "./lifecycle.js";
 import { permissionMethods } from "./permissions.js";
@@ -38,7 +39,7 @@ import { forCall, liveAppViews, viewForContainer } from "./registry.js";
 import { dataOf } from "./rpc.js";
 
 // One AppView, its behaviour grouped by concern in the modules above.
-Object.assign(AppView.prototype, frameMethods, bridgeMethods, hostContextMethods, lifecycleMethods, permissionMethods, displayModeMethods, openaiCompatMethods, mcpUiCompatMethods);
+Object.assign(AppView.prototype, frameMethods, bridgeMethods, hostContextMethods, lifecycleMethods, permissionMethods, displayModeMethods, openaiCompatMethods, mcpUiCompatMethods, hostCardMethods);
 
 window.addEventListener("message", function (event) {
   var source = event.source;
