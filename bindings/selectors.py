@@ -295,8 +295,10 @@ def offered_tools(*, thread: Any, role: str | None, audience: str = "model") -> 
     policies = {
         (p.binding_id, p.tool_name): p for p in ToolPolicy.objects.filter(binding__in=bindings)
     }
+    # A tool whose input schema was refused when the catalogue was read cannot be called:
+    # it is not offered either (the admin sees why on the tool's page).
     tools = Tool.objects.filter(
-        server_id__in=[b.server_id for b in bindings], present=True
+        server_id__in=[b.server_id for b in bindings], present=True, schema_refusal=""
     ).select_related("server")
     by_server = {b.server_id: b for b in bindings}
     thread_ref = policy.ThreadRef(id=thread.pk, workspace_id=thread.workspace_id)

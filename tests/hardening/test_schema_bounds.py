@@ -158,6 +158,13 @@ async def test_a_schema_past_the_cap_is_refused_when_the_catalogue_is_read(
         )
     )
     assert refreshed[-1]["unusable"] == {"deep_choice": refusal}
+    # Neither the model nor a person's tool picker is offered a tool that cannot be called.
+    from bindings.selectors import offered_tools
+
+    offered = await _db(
+        lambda: {o.tool.name for o in offered_tools(thread=personas.thread, role="owner")}
+    )
+    assert "plain_echo" in offered and "deep_choice" not in offered, offered
 
     owner = await open_socket(ws_connect, personas.owner, personas.thread)
     await _call(owner, "deep_choice", {"x": 1}, "deep")
