@@ -5,31 +5,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('bindings', '0002_drop_chat_foreign_keys'),
-        ('mcp_bridge', '0002_oauth'),
+        ("bindings", "0002_drop_chat_foreign_keys"),
+        ("mcp_bridge", "0002_oauth"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='approvalrequest',
-            name='asks',
+            model_name="approvalrequest",
+            name="asks",
             field=models.PositiveIntegerField(default=1),
         ),
         migrations.AddField(
-            model_name='approvalrequest',
-            name='risk_source',
+            model_name="approvalrequest",
+            name="risk_source",
             field=models.CharField(blank=True, max_length=10),
         ),
         migrations.AddField(
-            model_name='approvalrequest',
-            name='view_id',
-            field=models.BigIntegerField(blank=True, null=True, verbose_name='view'),
+            model_name="approvalrequest",
+            name="view_id",
+            field=models.BigIntegerField(blank=True, null=True, verbose_name="view"),
         ),
         migrations.AddIndex(
-            model_name='approvalrequest',
-            index=models.Index(fields=['view_id', 'status'], name='bindings_ap_view_id_999135_idx'),
+            model_name="approvalrequest",
+            index=models.Index(fields=["view_id", "status"], name="bindings_ap_view_id_999135_idx"),
         ),
     ]
