@@ -52,7 +52,7 @@ def atrium_deploy_checks(app_configs=None, **kwargs) -> list[Error]:
             )
         )
     app = urlsplit(settings.ATRIUM_APP_ORIGIN)
-    sandbox = urlsplit(settings.ATRIUM_SANDBOX_ORIGIN.replace("*.", "x.", 1))
+    sandbox = urlsplit(settings.ATRIUM_SANDBOX_ORIGIN)  # its scheme; the host is "*.<domain>"
     errors.extend(_sandbox_site_checks(app.hostname or "", settings.SANDBOX_DOMAIN))
     errors.extend(
         media_accel_checks(
@@ -114,8 +114,8 @@ def _sandbox_site_checks(app_host: str, sandbox_domain: str) -> list[Error]:
             Error(
                 "The sandbox hosts must be a different site from the app "
                 f"(app {app_host!r}, sandbox *.{sandbox_domain!r}).",
-                hint="Set ATRIUM_SANDBOX_ORIGIN to https://*.<a domain of its own>, e.g. "
-                "https://*.example-usercontent.net.",
+                hint="Set ATRIUM_SANDBOX_ORIGIN to https://*.<a domain of its own, on the "
+                "Public Suffix List>, e.g. https://*.example-usercontent.net.",
                 id="atrium.E006",
             )
         ]

@@ -321,7 +321,7 @@ def test_a_views_policy_never_names_the_app_or_a_sandbox(settings):
         "https://api.example.org",
     ]
     resource = SimpleNamespace(meta={"csp": {"connectDomains": declared}}, flavor="mcp-app")
-    unrestricted = SimpleNamespace(allowed_domains=None)  # no admin list: declared is kept
+    unrestricted = SimpleNamespace(allowed_domains=None, csp_domain_mode="declared")  # declared kept
     csp = effective_csp(resource, unrestricted)
     assert csp.directives["connect-src"] == ["https://api.example.org"]
     assert len(csp.dropped) == len(declared) - 1
