@@ -321,7 +321,8 @@ def test_a_views_policy_never_names_the_app_or_a_sandbox(settings):
         "https://api.example.org",
     ]
     resource = SimpleNamespace(meta={"csp": {"connectDomains": declared}}, flavor="mcp-app")
-    unrestricted = SimpleNamespace(allowed_domains=None, csp_domain_mode="declared")  # declared kept
+    # no admin list, mode "declared": every valid declared domain is kept
+    unrestricted = SimpleNamespace(allowed_domains=None, csp_domain_mode="declared")
     csp = effective_csp(resource, unrestricted)
     assert csp.directives["connect-src"] == ["https://api.example.org"]
     assert len(csp.dropped) == len(declared) - 1
