@@ -73,6 +73,7 @@ class AuditEventType(IntEnum):
     WORKSPACE_DELETED = 105
     THREAD_DELETED = 106
     SOCKET_CLOSED_MEMBERSHIP_REMOVED = 107  # an open socket of a member who was removed
+    WORKSPACE_CHANGED = 108  # its name, slug or system prompt (the fields, not the prompt)
     MESSAGE_POSTED = 110
     SOCKET_REJECTED = 120
     SOCKET_CLOSED_SESSION_ENDED = 130
@@ -181,6 +182,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.THREAD_CREATED: "Thread created",
     AuditEventType.MEMBERSHIP_REMOVED: "Member removed from a workspace",
     AuditEventType.WORKSPACE_PROVIDER_CHANGED: "Workspace model provider changed",
+    AuditEventType.WORKSPACE_CHANGED: "Workspace settings changed",
     AuditEventType.WORKSPACE_DELETED: "Workspace deleted",
     AuditEventType.THREAD_DELETED: "Thread deleted",
     AuditEventType.SOCKET_CLOSED_MEMBERSHIP_REMOVED: "Websocket closed: member removed",

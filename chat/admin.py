@@ -24,6 +24,7 @@ from .services.workspaces import (
     workspace_add,
     workspace_delete,
     workspace_provider_set,
+    workspace_settings_set,
 )
 
 # Memberships, roles, a workspace's provider settings and deletes of workspaces and threads
@@ -133,7 +134,7 @@ class WorkspaceAdmin(DeletesItsRecords):
         # The other fields are saved as they are; the provider's through the service that
         # audits them (the admin's change view runs in one transaction).
         provider = {name: getattr(obj, name) for name in PROVIDER_FIELDS}
-        obj.save(update_fields=[f for f in form.changed_data if f not in PROVIDER_FIELDS])
+        workspace_settings_set(workspace=obj, actor=request.user, fields=form.changed_data)
         workspace_provider_set(workspace=obj, actor=request.user, **provider)
 
     def save_formset(

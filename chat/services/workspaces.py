@@ -113,6 +113,40 @@ def workspace_add(*, workspace: Workspace, actor: Any) -> Workspace:
     return workspace
 
 
+WORKSPACE_SETTING_FIELDS = ("name", "slug", "system_prompt")
+
+
+def workspace_settings_set(*, workspace: Workspace, actor: Any, fields: list[str]) -> list[str]:
+    """Store the workspace's own settings among ``fields`` (name, slug, system prompt) as
+    they are on ``workspace``, audited naming what changed (the name before and after;
+    the system prompt's fields, not its text). Returns the changed field names."""
+    with transaction.atomic():
+        stored = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        changed = [
+            f
+            for f in WORKSPACE_SETTING_FIELDS
+            if f in fields and getattr(stored, f) != getattr(workspace, f)
+        ]
+        if not changed:
+            return []
+        Workspace.objects.filter(pk=workspace.pk).update(
+            **{f: getattr(workspace, f) for f in changed}
+        )
+        record(
+            event_type=AuditEventType.WORKSPACE_CHANGED,
+            decision=Decision.ALLOWED,
+            actor_kind="user" if actor else "system",
+            actor_user_id=getattr(actor, "pk", None),
+            workspace_id=workspace.pk,
+            extra={
+                "fields": changed,
+                "name": [stored.name, workspace.name],
+                "slug": [stored.slug, workspace.slug],
+            },
+        )
+    return changed
+
+
 def workspace_provider_set(
     *,
     workspace: Workspace,

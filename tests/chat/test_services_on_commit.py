@@ -104,7 +104,7 @@ def _waiting_call(personas, server, binding) -> tuple[ToolCall, ApprovalRequest]
         server_id=server.pk,
         tool_name="delete_item",
         arguments={"id": 1},
-        risk="high",
+        risk="destructive",
         requested_by_kind="model",
         requested_by=personas.member,
     )

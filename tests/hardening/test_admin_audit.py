@@ -244,6 +244,9 @@ def test_provider_url_and_key_changes_are_audited_without_the_key(admin_client, 
     stored.refresh_from_db()
     _ok(admin_client.post(url, _workspace_form(stored, _rows(personas), name="Acme")))
     assert len(_events(T.WORKSPACE_PROVIDER_CHANGED)) == 1
+    # The name changes are audited as the workspace's settings: both renames, in order.
+    renames = [row.extra["name"] for row in _events(T.WORKSPACE_CHANGED)]
+    assert renames == [["Acme", "Acme Corp"], ["Acme Corp", "Acme"]], renames
     assert Workspace.objects.get(pk=workspace.pk).provider_api_key == secret
 
     # Only the key changed: audited as such, still without any value.
