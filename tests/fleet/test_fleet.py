@@ -139,7 +139,7 @@ async def _sandbox_page(fleet: Fleet) -> None:
     view = await open_view(olivia.sock, "/call kanban.list_items", "list_items")
     url = view["sandboxUrl"]
     parts = urlsplit(url)
-    assert parts.hostname.startswith("kanban."), url  # the server's own origin
+    assert parts.hostname.startswith("kanban-"), url  # the server's own origin in its workspace
     # "*.localhost" needs no DNS in a browser; here the Host header says it.
     async with httpx.AsyncClient() as client:
         page = await client.get(
