@@ -28,6 +28,14 @@ class ChatError(Exception):
         return {"code": self.code, "message": self.message}
 
 
+def _actor(actor: Any) -> dict[str, Any]:
+    """Who made a change, for its audit row: a person, or the system (no actor)."""
+    return {
+        "actor_kind": "user" if actor else "system",
+        "actor_user_id": getattr(actor, "pk", None),
+    }
+
+
 def workspace_create(*, name: str, owner: Any, slug: str = "") -> Workspace:
     with transaction.atomic():
         workspace = Workspace.objects.create(name=name, slug=slug)
@@ -60,8 +68,7 @@ def membership_set(*, workspace: Workspace, user: Any, role: str, actor: Any = N
         record(
             event_type=AuditEventType.MEMBERSHIP_CHANGED,
             decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+            **_actor(actor),
             workspace_id=workspace.pk,
             extra={"user_id": user.pk, "role": role, "previous_role": previous},
         )
@@ -75,8 +82,7 @@ def membership_remove(*, membership: Membership, actor: Any = None) -> None:
         record(
             event_type=AuditEventType.MEMBERSHIP_REMOVED,
             decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+            **_actor(actor),
             workspace_id=membership.workspace_id,
             extra={"user_id": membership.user_id, "role": membership.role},
         )
@@ -105,8 +111,7 @@ def workspace_add(*, workspace: Workspace, actor: Any) -> Workspace:
         record(
             event_type=AuditEventType.WORKSPACE_CREATED,
             decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+            **_actor(actor),
             workspace_id=workspace.pk,
             extra={"name": workspace.name, **_provider_summary(workspace)},
         )
@@ -135,8 +140,7 @@ def workspace_settings_set(*, workspace: Workspace, actor: Any, fields: list[str
         record(
             event_type=AuditEventType.WORKSPACE_CHANGED,
             decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+            **_actor(actor),
             workspace_id=workspace.pk,
             extra={
                 "fields": changed,
@@ -177,8 +181,7 @@ def workspace_provider_set(
         record(
             event_type=AuditEventType.WORKSPACE_PROVIDER_CHANGED,
             decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+            **_actor(actor),
             workspace_id=workspace.pk,
             extra={
                 "fields": changed,
@@ -196,8 +199,7 @@ def workspace_delete(*, workspace: Workspace, actor: Any) -> None:
         record(
             event_type=AuditEventType.WORKSPACE_DELETED,
             decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+            **_actor(actor),
             workspace_id=workspace.pk,
             extra={
                 "name": workspace.name,
@@ -216,8 +218,7 @@ def thread_delete(*, thread: Thread, actor: Any) -> None:
         record(
             event_type=AuditEventType.THREAD_DELETED,
             decision=Decision.ALLOWED,
-            actor_kind="user" if actor else "system",
-            actor_user_id=getattr(actor, "pk", None),
+            **_actor(actor),
             workspace_id=thread.workspace_id,
             thread_id=thread.pk,
             extra={
