@@ -1,7 +1,9 @@
 """The append-only audit log: the bottom layer, which imports no other project app.
 
-Its foreign keys name other apps' models by string, without a database constraint and
-without cascading: deleting a workspace or a server never rewrites its history.
+The workspace, thread, binding and server an event names are plain indexed id columns, not
+foreign keys: the log outlives the rows it names (deleting a workspace or a server never
+rewrites its history), and the audit app depends on no other app, in code or migrations.
+The review screens (``audit_review``) look the names up.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ class AuditQuerySet(models.QuerySet):
 class AuditEvent(models.Model):
     """Append-only. Written only by audit.writer.record(), inside the change it records.
 
-    Foreign keys do not cascade and have no DB constraint: deleting a workspace or a
-    server must never rewrite or remove its history.
+    Its one foreign key (the acting user) does not cascade and has no DB constraint:
+    deleting a user must never rewrite or remove their history.
     """
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -37,38 +39,11 @@ class AuditEvent(models.Model):
         related_name="+",
     )
     actor_label = models.CharField(max_length=200, blank=True)
-    workspace = models.ForeignKey(
-        "chat.Workspace",
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    thread = models.ForeignKey(
-        "chat.Thread",
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    binding = models.ForeignKey(
-        "bindings.AppBinding",
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    server = models.ForeignKey(
-        "mcp_bridge.McpServer",
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
+    # Ids by value (see the module docstring); the column names are the old foreign keys'.
+    workspace_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    thread_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    binding_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    server_id = models.BigIntegerField(null=True, blank=True, db_index=True)
     tool_name = models.CharField(max_length=200, blank=True)
     action = models.CharField(max_length=40, blank=True, db_index=True)
     decision = models.CharField(max_length=10, db_index=True)
@@ -84,7 +59,7 @@ class AuditEvent(models.Model):
         db_table = "bindings_auditevent"
         ordering = ["-created_at", "-id"]
         indexes = [
-            models.Index(fields=["workspace", "created_at"]),
+            models.Index(fields=["workspace_id", "created_at"]),
             models.Index(fields=["decision", "created_at"]),
         ]
 

@@ -1,6 +1,6 @@
 """Audit event types and audit decisions.
 
-Every row of the append-only audit log (``bindings.AuditEvent``) carries one
+Every row of the append-only audit log (``audit.AuditEvent``) carries one
 ``AuditEventType`` and one ``Decision``. Event types are numbered in ranges so
 that reports can group them by the hundreds digit:
 
@@ -19,7 +19,8 @@ Numbers are stored in the database: never renumber or reuse a value; add new
 members inside the right range instead.
 
 This module is pure Python (no Django imports) so that the pure policy engine
-(``bindings.policy``) and any app may import it.
+(``bindings.policy``, which maps each action kind to its event type) and any app may
+import it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ from enum import IntEnum, StrEnum
 __all__ = [
     "AuditEventType",
     "Decision",
-    "ACTION_KINDS",
     "EventCategory",
-    "event_type_for_action",
 ]
 
 
@@ -275,52 +274,3 @@ class Decision(StrEnum):
     def choices(cls) -> list[tuple[str, str]]:
         """``(value, label)`` pairs, usable as Django field ``choices``."""
         return [(member.value, member.label) for member in cls]
-
-
-# Keyed by ``bindings.policy.ActionKind`` values (plain strings, so that this
-# module need not import the policy module, which imports this one).
-# Compatibility surfaces (legacy MCP-UI, Apps SDK) are audited under the MCP
-# Apps action they map onto, so that one report finds, say, every link opened
-# whichever surface asked for it; the service records the surface in the
-# event's extra JSON. LEGACY_ACTION (407) is for legacy messages that have no
-# MCP Apps equivalent.
-_EVENT_TYPE_BY_ACTION: dict[str, AuditEventType] = {
-    "model_tool_call": AuditEventType.TOOL_CALL_MODEL,
-    "user_tool_call": AuditEventType.TOOL_CALL_USER,
-    "app_tool_call": AuditEventType.TOOL_CALL_APP,
-    "legacy_tool": AuditEventType.TOOL_CALL_APP,
-    "apps_sdk_call_tool": AuditEventType.TOOL_CALL_APP,
-    "model_tool_list": AuditEventType.TOOLS_OFFERED_TO_MODEL,
-    "resource_read": AuditEventType.RESOURCE_READ,
-    "ui_message": AuditEventType.UI_MESSAGE,
-    "legacy_prompt": AuditEventType.UI_MESSAGE,
-    "legacy_intent": AuditEventType.UI_MESSAGE,
-    "apps_sdk_follow_up": AuditEventType.UI_MESSAGE,
-    "ui_update_model_context": AuditEventType.UI_UPDATE_MODEL_CONTEXT,
-    "ui_open_link": AuditEventType.UI_OPEN_LINK,
-    "legacy_link": AuditEventType.UI_OPEN_LINK,
-    "apps_sdk_open_external": AuditEventType.UI_OPEN_LINK,
-    "ui_request_display_mode": AuditEventType.UI_REQUEST_DISPLAY_MODE,
-    "ui_download_file": AuditEventType.UI_DOWNLOAD_FILE,
-    "log_message": AuditEventType.VIEW_LOG_MESSAGE,
-    "legacy_notify": AuditEventType.VIEW_LOG_MESSAGE,
-    "widget_state": AuditEventType.WIDGET_STATE_SET,
-    "apps_sdk_request_modal": AuditEventType.MODAL_REQUESTED,
-}
-
-
-# Every action kind the policy decides (``bindings.policy.ActionKind`` values); the audit
-# review offers them as filters without importing the layer above.
-ACTION_KINDS: tuple[str, ...] = tuple(_EVENT_TYPE_BY_ACTION)
-
-
-def event_type_for_action(kind: str) -> AuditEventType:
-    """The audit event type that records a decision about an action of ``kind``.
-
-    ``kind`` is a ``bindings.policy.ActionKind`` (or its string value).
-    Raises ``ValueError`` for an unknown kind rather than guessing.
-    """
-    try:
-        return _EVENT_TYPE_BY_ACTION[str(kind)]
-    except KeyError:
-        raise ValueError(f"no audit event type for action kind {kind!r}") from None

@@ -1,9 +1,9 @@
-"""The one writer of audit rows. Imports nothing from chat or mcp_bridge (ids by value).
+"""The one writer of audit rows. Imports no other app (workspaces, servers … by id).
 
 Every service that changes state calls :func:`record` inside its own transaction, so the
 change and its audit row commit (or roll back) together.
 
-Its INSERT is a lean one (``rows.insert_row``): an audited action is on the hot path of
+Its INSERT is a lean one (``lean_rows.insert_row``): an audited action is on the hot path of
 every tool call, and ``AuditEvent`` has no ``save()`` logic or receivers to bypass.
 """
 
@@ -16,8 +16,9 @@ from typing import Any
 
 from django.db import transaction
 
+from lean_rows import insert_row
+
 from .models import AuditEvent
-from .rows import insert_row
 from .types import AuditEventType, Decision
 
 MAX_EXTRA_BYTES = 16 * 1024

@@ -115,8 +115,8 @@ import json, sys
 from django.contrib.auth import get_user_model
 from django.test import Client
 from chat import services
-from mcp_bridge import services as bridge
-from bindings import services as binding_services
+from mcp_bridge.services.servers import server_add
+from bindings.services.bindings import binding_create
 
 spec = json.loads(sys.stdin.read())
 U = get_user_model()
@@ -133,8 +133,8 @@ threads = [
 ]
 servers = {}
 for slug, server in spec["servers"].items():
-    row = bridge.server_add(name=slug.title(), slug=slug, **server)
-    binding_services.binding_create(server=row, workspace=workspace)
+    row = server_add(name=slug.title(), slug=slug, **server)
+    binding_create(server=row, workspace=workspace)
     servers[slug] = row.pk
 cookies = []
 for user in users:

@@ -6,7 +6,7 @@ server as `python -m config.serve` does. With ``ATRIUM_BENCH_PROBE=<file>`` it a
 observation:
 
 - ``{"ev": "broadcast", "seq", "kind", "t"}`` when a committed thread event is handed to
-  the channel layer (``chat.thread_events.broadcast``: the "send time" of the fan-out benchmark);
+  the channel layer (``chat.realtime.events.broadcast``: the "send time" of the fan-out benchmark);
 - ``{"ev": "result", "tool", "t"}`` when a tool call's raw result has arrived at the host
   (``mcp_bridge.gateway.call_tool`` returned: the start of the media benchmark's clock).
 
@@ -44,7 +44,7 @@ def install() -> None:
     write = _writer()
     if write is None:
         return
-    from chat import thread_events as events
+    from chat.realtime import events
     from mcp_bridge import gateway
 
     original_broadcast = events.broadcast

@@ -22,7 +22,7 @@ import json, sys
 from pathlib import Path
 from django.contrib.auth import get_user_model
 from chat.models import Message, Thread, ToolCall
-from mcp_bridge import services as bridge
+from mcp_bridge.services.ui_resources import ui_resource_store
 from mcp_bridge.models import McpServer
 from mcp_bridge.normalize import build_sanitized_tool_result, normalize_tool_result
 
@@ -31,7 +31,7 @@ thread = Thread.objects.get(pk=spec["thread"])
 server = McpServer.objects.get(slug="board")
 owner = get_user_model().objects.get(username="bench-owner")
 html = Path(spec["html"]).read_text()
-resource = bridge.ui_resource_store(
+resource = ui_resource_store(
     server=server, uri="ui://board/app",
     read_result={"contents": [{"uri": "ui://board/app", "mimeType": "text/html;profile=mcp-app", "text": html}]},
 )

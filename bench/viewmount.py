@@ -41,9 +41,9 @@ def server_spec() -> dict[str, Any]:
 def auto_approve(server: BenchAtrium) -> None:
     server.shell(
         "from bindings.models import AppBinding\n"
-        "from bindings import services\n"
+        "from bindings.services.policies import tool_policy_set\n"
         "b = AppBinding.objects.get(server__slug='basic')\n"
-        "services.tool_policy_set(binding=b, tool_name='get-time', approval='auto')\n"
+        "tool_policy_set(binding=b, tool_name='get-time', approval='auto')\n"
     )
 
 

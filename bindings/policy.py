@@ -1,157 +1,36 @@
-"""The policy engine: one pure function that decides every action.
+"""The terms of the policy engine (``bindings.policy_engine.decide``): action kinds, reason
+codes, the frozen snapshots it decides on, and the risk and consent rules it applies.
 
-``decide()`` answers "may this actor do this action, in this thread, under this
-app binding?" with ``allow``, ``deny`` or ``ask`` (an approval is needed first),
-a stable reason code, a message for people, the tool's risk and the audit event
-type the service must write. It has no Django imports and does no I/O: the
-service layer builds frozen snapshots (``Actor``, ``ThreadRef``, ``BindingSnap``,
-``ToolSnap``, ``PolicySnap``, ``Action``) from the database, calls ``decide()``,
-writes the audit event whatever the outcome, and acts only on ``allow``.
-Anything the snapshots do not say is denied (fail closed).
+``decide()`` answers "may this actor do this action, in this thread, under this app
+binding?" with ``allow``, ``deny`` or ``ask`` (an approval is needed first), a stable
+reason code, a message for people, the tool's risk and the audit event type the service
+must write. No Django imports, no I/O: the service layer builds the snapshots below from
+the database, calls ``decide()``, audits the decision whatever the outcome, and acts only
+on ``allow``. Anything the snapshots do not say is denied (fail closed).
 
-The rules, in the order they are checked (the first failing rule is the reason):
-
-1.  **Right kind of actor.** Each action kind has the actors that may initiate
-    it: tool calls by the model (and "which tools are offered to the model") by
-    the model; ``/call`` by a user; every bridge request (``tools/call``,
-    ``ui/*``, logging, widget state and their legacy MCP-UI and Apps SDK
-    aliases) by an app view; ``resources/read`` by an app view or a user (the
-    host loading a view). Anything else: ``wrong_actor``.
-2.  **Membership.** The actor must be a member of the thread's workspace. The
-    model and an app view act on behalf of a person (the member whose message
-    started the turn; the member whose browser holds the view) and carry that
-    person's role. No role: ``not_a_member``.
-3.  **Viewers read, they never act.** A viewer may load views
-    (``resources/read``), and may do what only touches their own browser:
-    open a link, change a view's display mode, download a file a view offers,
-    and emit log messages. A viewer may not call tools, be offered tools, post
-    messages, feed the model context or save widget state:
-    ``viewer_cannot_act``. Owners and members are treated alike here;
-    administering bindings is not decided by this function.
-4.  **The view's capability.** An app view's request must name a view
-    (``missing_view``) of this very thread (``view_not_in_thread``), and target
-    the view's own server (``cross_server``).
-5.  **The binding.** A binding of the target server must exist
-    (``no_binding``), be a binding of that server (``cross_server``), cover the
-    thread (``scope_mismatch``: a workspace binding covers every thread of its
-    workspace, a thread binding only its thread), be the binding the view was
-    rendered under (``binding_mismatch``: a replaced binding retires its old
-    views), and be enabled (``binding_disabled``); the server itself must be
-    enabled too (``server_disabled``): disabling a server stops every open view,
-    pending approval and model offer of it at once.
-6.  **The tool** (tool calls and tool offers). It must exist in the catalogue
-    under that name (``tool_not_found``), belong to the target server
-    (``cross_server``), be enabled by the binding (``tool_not_enabled``) and be
-    visible to the caller: app calls need ``app`` (``tool_not_visible_to_app``);
-    model calls, tool offers and a user's ``/call`` need ``model``
-    (``tool_not_visible_to_model``). Effective visibility is the tool's
-    declared visibility intersected with the admin's override: an override can
-    only narrow, never widen.
-7.  **Action-specific checks.**
-    Links (``ui/open-link``, legacy ``link``, Apps SDK ``openExternal``): the
-    URL must be absolute, at most 8192 characters, without whitespace, control,
-    invisible/bidi characters or backslashes (``invalid_url``); its scheme must
-    be in the binding's allowed schemes (default ``https`` and ``mailto``; an
-    admin may remove ``mailto`` or add e.g. ``http``) or be the binding's
-    deep-link protocol (``scheme_not_allowed``). ``javascript``, ``data``,
-    ``file``, ``vbscript``, ``blob``, ``about``, ``chrome`` and other browser
-    internals are rejected even when configured. ``http``/``https`` links need
-    a host and may not carry credentials (``https://bank.example@evil.example``).
-    Messages (``ui/message``, legacy ``prompt``/``intent``, Apps SDK
-    ``sendFollowUpMessage``): at most ``ui_message_rate_limit`` per view in the
-    current window (``rate_limited``; a limit of 0 turns them off).
-    Display modes: ``inline``, ``fullscreen`` or ``pip``
-    (``invalid_display_mode``), and one the app declared in
-    ``availableDisplayModes`` when it declared any
-    (``display_mode_not_declared``; the service then reports the current mode).
-8.  **Risk and consent** (tool calls only). Risk is the admin's override if
-    set, else derived from the tool's annotations (``derive_risk``). The
-    approval rule is the admin's (``ToolPolicy.approval``) if set, else the
-    default table (``default_approval``):
-
-    ============  ======  =====  ========
-    risk          user    model  app view
-    ============  ======  =====  ========
-    read          auto    auto   auto
-    write         auto*   ask    ask
-    destructive   auto*   ask    ask
-    ============  ======  =====  ========
-
-    ``deny`` denies (``policy_denies``; such a tool is not offered to the model
-    either), whoever asks. Otherwise:
-
-    - (*) **A person's own call is consent.** A ``/call`` or tool-picker call
-      by an owner or member runs whatever the tool's risk (and whatever an
-      admin's ``ask``): ``user_initiated``, recorded as ``approved`` with that
-      person as approver. Viewers never get here (rule 3).
-    - ``ask`` asks (``approval_required``) until one of:
-      the service replays the request with ``Action.approved`` set — an
-      approval recorded for exactly these frozen arguments — (``approved``);
-      or an **allowance** covers the call (``allowance``): consent a member
-      gave for this tool of this binding, in this thread or in the whole
-      workspace, and that nobody revoked. An allowance never covers a tool the
-      server declares ``destructiveHint: true`` nor one an admin set to
-      ``ask`` explicitly (both ask for every call: see ``grantable_scopes``).
-      **A personal grant needs its owner.** On a server that signs each member
-      in with their own account (``BindingSnap.per_member_grants``), a model's or
-      view's call spends the grant of the member it runs for (``grant_owner``):
-      only that member's approval counts (``personal_grant`` otherwise), and only
-      an allowance that member granted covers it. Who may decide a request is
-      ``may_approve`` (the same rule, for the service and the card).
-    - ``auto`` allows: ``ok`` for read tools; ``policy_auto_approved`` when an
-      admin set ``auto`` on a risky tool (a standing approval, recorded in the
-      audit log when the policy was changed).
-
-    So, as DESIGN §8.4 requires, a write or destructive tool never runs without
-    consent recorded in the audit log, whoever initiated it: the person's own
-    call, a granted approval, an allowance (whose creation is audited), or the
-    admin's standing policy. Every decision is re-taken when an approved
-    request is replayed, so an approval does not survive a binding that was
-    disabled or a policy that was tightened in the meantime; an allowance is
-    read afresh for every call, so revoking one decides the very next call.
-
-Risk derivation (MCP tool annotations are untrusted hints from the server; only
-real booleans count, so ``"false"`` is not ``False``). The MCP spec defaults are
-``readOnlyHint = false`` and ``destructiveHint = true``, i.e. a tool that says
-nothing may be destructive. We follow the spec:
-
-- ``destructiveHint: true`` → destructive (even if it also claims read-only:
-  contradictory claims resolve to the riskier one);
-- ``readOnlyHint: true`` → read;
-- ``destructiveHint: false`` (and not read-only) → write;
-- otherwise (no annotations) → destructive.
-
-Most published servers annotate nothing, so most tools rate destructive: a
-person's own call still runs at once, and a view's or the model's calls ask
-until someone allows the tool in the thread or workspace; an admin who knows
-better sets the tool's risk in its ``ToolPolicy``.
-
-Why a user's ``/call`` needs ``model`` visibility: app-only tools (visibility
-``["app"]``) are internal to their UI — polling endpoints, callbacks that expect
-arguments only the view produces. A slash command is a person doing what the
-model could do, so it sees the model's tools.
+The rules, in the order ``decide()`` checks them, the default approval table and how risk
+is derived from MCP tool annotations: docs/policy.md.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum, StrEnum
 from types import MappingProxyType
 from typing import Any, TypeAlias, TypeVar
-from urllib.parse import urlsplit
 
-from audit.types import AuditEventType, Decision, event_type_for_action
+from audit.types import AuditEventType, Decision
 
 __all__ = [
     "ALWAYS_BLOCKED_SCHEMES",
     "DEFAULT_LINK_SCHEMES",
     "DEFAULT_VISIBILITY",
     "MAX_URL_LENGTH",
+    "SCHEME_RE",
     "Action",
     "ActionKind",
     "Actor",
@@ -174,12 +53,12 @@ __all__ = [
     "ToolSnap",
     "ViewRef",
     "Visibility",
-    "decide",
     "default_approval",
     "derive_risk",
     "effective_risk",
     "consults_allowance",
     "effective_visibility",
+    "event_type_for_action",
     "grantable_scopes",
     "grant_owner",
     "may_approve",
@@ -227,7 +106,48 @@ class ActionKind(StrEnum):
 
     @property
     def audit_event_type(self) -> AuditEventType:
-        return event_type_for_action(self)
+        return _EVENT_TYPE_BY_ACTION[self]
+
+
+# Compatibility surfaces (legacy MCP-UI, Apps SDK) are audited under the MCP Apps action
+# they map onto, so that one report finds, say, every link opened whichever surface asked
+# for it; the service records the surface in the event's extra JSON. LEGACY_ACTION (407) is
+# for legacy messages that have no MCP Apps equivalent.
+_EVENT_TYPE_BY_ACTION: Mapping[ActionKind, AuditEventType] = MappingProxyType(
+    {
+        ActionKind.MODEL_TOOL_CALL: AuditEventType.TOOL_CALL_MODEL,
+        ActionKind.USER_TOOL_CALL: AuditEventType.TOOL_CALL_USER,
+        ActionKind.APP_TOOL_CALL: AuditEventType.TOOL_CALL_APP,
+        ActionKind.LEGACY_TOOL: AuditEventType.TOOL_CALL_APP,
+        ActionKind.APPS_SDK_CALL_TOOL: AuditEventType.TOOL_CALL_APP,
+        ActionKind.MODEL_TOOL_LIST: AuditEventType.TOOLS_OFFERED_TO_MODEL,
+        ActionKind.RESOURCE_READ: AuditEventType.RESOURCE_READ,
+        ActionKind.UI_MESSAGE: AuditEventType.UI_MESSAGE,
+        ActionKind.LEGACY_PROMPT: AuditEventType.UI_MESSAGE,
+        ActionKind.LEGACY_INTENT: AuditEventType.UI_MESSAGE,
+        ActionKind.APPS_SDK_FOLLOW_UP: AuditEventType.UI_MESSAGE,
+        ActionKind.UI_UPDATE_MODEL_CONTEXT: AuditEventType.UI_UPDATE_MODEL_CONTEXT,
+        ActionKind.UI_OPEN_LINK: AuditEventType.UI_OPEN_LINK,
+        ActionKind.LEGACY_LINK: AuditEventType.UI_OPEN_LINK,
+        ActionKind.APPS_SDK_OPEN_EXTERNAL: AuditEventType.UI_OPEN_LINK,
+        ActionKind.UI_REQUEST_DISPLAY_MODE: AuditEventType.UI_REQUEST_DISPLAY_MODE,
+        ActionKind.UI_DOWNLOAD_FILE: AuditEventType.UI_DOWNLOAD_FILE,
+        ActionKind.LOG_MESSAGE: AuditEventType.VIEW_LOG_MESSAGE,
+        ActionKind.LEGACY_NOTIFY: AuditEventType.VIEW_LOG_MESSAGE,
+        ActionKind.WIDGET_STATE: AuditEventType.WIDGET_STATE_SET,
+        ActionKind.APPS_SDK_REQUEST_MODAL: AuditEventType.MODAL_REQUESTED,
+    }
+)
+
+
+def event_type_for_action(kind: ActionKind | str) -> AuditEventType:
+    """The audit event type that records a decision about an action of ``kind`` (an
+    ``ActionKind`` or its string value). Raises ``ValueError`` for an unknown kind rather
+    than guessing."""
+    try:
+        return _EVENT_TYPE_BY_ACTION[ActionKind(kind)]
+    except ValueError:
+        raise ValueError(f"no audit event type for action kind {kind!r}") from None
 
 
 class ActorKind(StrEnum):
@@ -364,10 +284,7 @@ ALWAYS_BLOCKED_SCHEMES: frozenset[str] = frozenset(
     }
 )
 
-_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*", re.ASCII)
-# Whitespace, control, format (zero-width, bidi overrides), separators,
-# surrogates and private-use characters: never legitimate raw in a URL.
-_FORBIDDEN_URL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zs", "Zl", "Zp"})
+SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*", re.ASCII)
 
 
 def _normalize_scheme(value: Any) -> str | None:
@@ -375,7 +292,7 @@ def _normalize_scheme(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     scheme = value.strip().lower().removesuffix("//").removesuffix(":")
-    return scheme if _SCHEME_RE.fullmatch(scheme) else None
+    return scheme if SCHEME_RE.fullmatch(scheme) else None
 
 
 _E = TypeVar("_E", bound=Enum)
@@ -641,8 +558,8 @@ class PolicyDecision:
 
 
 def derive_risk(annotations: Mapping[str, Any] | None) -> Risk:
-    """Risk from MCP tool annotations, following the spec defaults (see the module
-    docstring). Only real booleans count."""
+    """Risk from MCP tool annotations, following the spec defaults (docs/policy.md). Only
+    real booleans count."""
     if not isinstance(annotations, Mapping):
         annotations = {}
     destructive = annotations.get("destructiveHint")
@@ -747,7 +664,7 @@ _DEFAULT_APPROVAL: Mapping[tuple[Risk, ActorKind], Approval] = MappingProxyType(
 
 
 def default_approval(risk: Risk, initiator: ActorKind) -> Approval:
-    """The approval rule when the admin set none (table in the module docstring)."""
+    """The approval rule when the admin set none (the table in docs/policy.md)."""
     return _DEFAULT_APPROVAL[(Risk(risk), ActorKind(initiator))]
 
 
@@ -801,332 +718,3 @@ def grantable_scopes(
     if role is Role.OWNER and binding.scope is Scope.WORKSPACE:
         return (Scope.THREAD, Scope.WORKSPACE)
     return (Scope.THREAD,)
-
-
-# ------------------------------------------------------------------------ rule table
-
-
-class _Check(StrEnum):
-    NONE = "none"
-    LINK = "link"
-    RATE = "rate"
-    DISPLAY = "display"
-
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    actors: frozenset[ActorKind]
-    viewer_may: bool = False  # touches only the viewer's own browser / reads
-    needs_visibility: Visibility | None = None  # set: the action names a tool
-    runs_tool: bool = False  # risk and approval apply
-    check: _Check = _Check.NONE
-
-
-_APP = frozenset({ActorKind.APP_VIEW})
-_APP_TOOL_CALL = _Rule(_APP, needs_visibility=Visibility.APP, runs_tool=True)
-_APP_MESSAGE = _Rule(_APP, check=_Check.RATE)
-_APP_LINK = _Rule(_APP, viewer_may=True, check=_Check.LINK)
-_APP_LOG = _Rule(_APP, viewer_may=True)
-
-_RULES: Mapping[ActionKind, _Rule] = MappingProxyType(
-    {
-        ActionKind.MODEL_TOOL_CALL: _Rule(
-            frozenset({ActorKind.MODEL}), needs_visibility=Visibility.MODEL, runs_tool=True
-        ),
-        ActionKind.USER_TOOL_CALL: _Rule(
-            frozenset({ActorKind.USER}), needs_visibility=Visibility.MODEL, runs_tool=True
-        ),
-        ActionKind.MODEL_TOOL_LIST: _Rule(
-            frozenset({ActorKind.MODEL}), needs_visibility=Visibility.MODEL
-        ),
-        ActionKind.APP_TOOL_CALL: _APP_TOOL_CALL,
-        ActionKind.LEGACY_TOOL: _APP_TOOL_CALL,
-        ActionKind.APPS_SDK_CALL_TOOL: _APP_TOOL_CALL,
-        ActionKind.RESOURCE_READ: _Rule(
-            frozenset({ActorKind.APP_VIEW, ActorKind.USER}), viewer_may=True
-        ),
-        ActionKind.UI_MESSAGE: _APP_MESSAGE,
-        ActionKind.LEGACY_PROMPT: _APP_MESSAGE,
-        ActionKind.LEGACY_INTENT: _APP_MESSAGE,
-        ActionKind.APPS_SDK_FOLLOW_UP: _APP_MESSAGE,
-        ActionKind.UI_UPDATE_MODEL_CONTEXT: _Rule(_APP),
-        ActionKind.UI_OPEN_LINK: _APP_LINK,
-        ActionKind.LEGACY_LINK: _APP_LINK,
-        ActionKind.APPS_SDK_OPEN_EXTERNAL: _APP_LINK,
-        ActionKind.UI_REQUEST_DISPLAY_MODE: _Rule(_APP, viewer_may=True, check=_Check.DISPLAY),
-        ActionKind.UI_DOWNLOAD_FILE: _Rule(_APP, viewer_may=True),
-        ActionKind.LOG_MESSAGE: _APP_LOG,
-        ActionKind.LEGACY_NOTIFY: _APP_LOG,
-        ActionKind.WIDGET_STATE: _Rule(_APP),
-        # A dialog in the viewer's own browser, titled with the app's name by the host.
-        ActionKind.APPS_SDK_REQUEST_MODAL: _Rule(_APP, viewer_may=True),
-    }
-)
-
-
-# ---------------------------------------------------------------------------- checks
-
-
-def _check_link(url: Any, binding: BindingSnap) -> tuple[Reason, str] | None:
-    """``None`` if ``url`` may be opened under ``binding``, else why not."""
-    if not isinstance(url, str) or not url:
-        return Reason.INVALID_URL, "The link is missing or not text."
-    if len(url) > MAX_URL_LENGTH:
-        return Reason.INVALID_URL, f"The link is longer than {MAX_URL_LENGTH} characters."
-    for char in url:
-        if char == "\\" or unicodedata.category(char) in _FORBIDDEN_URL_CATEGORIES:
-            return (
-                Reason.INVALID_URL,
-                "The link contains whitespace, control, invisible characters or a backslash.",
-            )
-    scheme, colon, rest = url.partition(":")
-    if not colon or not _SCHEME_RE.fullmatch(scheme):
-        return Reason.INVALID_URL, "The link is not an absolute URL with a scheme."
-    scheme = scheme.lower()
-    if scheme in ALWAYS_BLOCKED_SCHEMES:
-        return Reason.SCHEME_NOT_ALLOWED, f"{scheme}: links are never opened."
-    if scheme not in binding.link_schemes:
-        allowed = ", ".join(f"{s}:" for s in sorted(binding.link_schemes)) or "none"
-        return (
-            Reason.SCHEME_NOT_ALLOWED,
-            f"{scheme}: links are not allowed for this app (allowed: {allowed}).",
-        )
-    if scheme in ("http", "https"):
-        if not rest.startswith("//"):
-            return Reason.INVALID_URL, "The web link has no host."
-        try:
-            parts = urlsplit(url)
-            parts.port  # noqa: B018 — raises ValueError on a malformed port
-        except ValueError:
-            return Reason.INVALID_URL, "The web link is malformed."
-        if "@" in parts.netloc:
-            return Reason.INVALID_URL, "Web links with a user name or password are not opened."
-        if not parts.hostname:
-            return Reason.INVALID_URL, "The web link has no host."
-    return None
-
-
-def _check_display_mode(action: Action) -> tuple[Reason, str] | None:
-    mode = action.display_mode
-    if not isinstance(mode, str) or mode not in {m.value for m in DisplayMode}:
-        return (
-            Reason.INVALID_DISPLAY_MODE,
-            f"Unknown display mode {mode!r}: use inline, fullscreen or pip.",
-        )
-    declared = action.available_display_modes
-    if declared and mode not in declared:
-        return (
-            Reason.DISPLAY_MODE_NOT_DECLARED,
-            f"The app did not declare the {mode} display mode; it stays as it is.",
-        )
-    return None
-
-
-_ACTOR_NAMES: Mapping[ActorKind, str] = MappingProxyType(
-    {ActorKind.USER: "A user", ActorKind.MODEL: "The model", ActorKind.APP_VIEW: "An app view"}
-)
-
-
-def _allowed_names(values: Iterable[str]) -> str:
-    return ", ".join(sorted(values)) or "none"
-
-
-# --------------------------------------------------------------------------- decide
-
-
-def decide(
-    *,
-    actor: Actor,
-    thread: ThreadRef,
-    binding: BindingSnap | None,
-    tool: ToolSnap | None,
-    policy: PolicySnap | None,
-    action: Action,
-    allowance: AllowanceSnap | None = None,
-) -> PolicyDecision:
-    """Decide ``action`` by ``actor`` in ``thread`` under ``binding``.
-
-    ``binding`` is the binding of ``action.server_id`` that applies to the thread
-    (``None`` if there is none); ``tool``/``policy`` are the catalogue row and
-    ``ToolPolicy`` of ``action.tool_name`` (``None`` if missing / not set);
-    ``allowance`` the unrevoked allowance of that tool that applies to the thread,
-    if any (it is checked again here: one that does not cover the call is ignored).
-    The rules are listed in the module docstring, in the order they are checked.
-    """
-    kind = action.kind
-    event_type = event_type_for_action(kind)
-    risk: Risk | None = None
-    source: RiskSource | None = None
-    visibility: frozenset[Visibility] = frozenset()
-
-    def result(
-        outcome: Outcome,
-        reason: Reason,
-        message: str,
-        basis: ApprovalBasis | None = None,
-    ) -> PolicyDecision:
-        return PolicyDecision(
-            outcome=outcome,
-            reason_code=reason,
-            message=message,
-            audit_event_type=event_type,
-            risk=risk,
-            risk_source=source,
-            visibility=visibility,
-            approval_basis=basis,
-        )
-
-    def deny(reason: Reason, message: str) -> PolicyDecision:
-        return result(Outcome.DENY, reason, message)
-
-    rule = _RULES[kind]
-
-    # 1. Right kind of actor.
-    if actor.kind not in rule.actors:
-        return deny(
-            Reason.WRONG_ACTOR,
-            f"{_ACTOR_NAMES[actor.kind]} cannot perform {kind.value}.",
-        )
-
-    # 2. Membership.
-    if actor.role is None:
-        return deny(Reason.NOT_A_MEMBER, "You are not a member of this workspace.")
-
-    # 3. Viewers read, they never act.
-    if actor.role is Role.VIEWER and not rule.viewer_may:
-        return deny(
-            Reason.VIEWER_CANNOT_ACT,
-            "Viewers can follow this thread but cannot run tools, post or change state.",
-        )
-
-    # 4. The view's capability (only app views carry one; it is ignored otherwise).
-    view = actor.view if actor.kind is ActorKind.APP_VIEW else None
-    if actor.kind is ActorKind.APP_VIEW:
-        if view is None:
-            return deny(Reason.MISSING_VIEW, "The request does not come from a known app view.")
-        if view.thread_id != thread.id:
-            return deny(Reason.VIEW_NOT_IN_THREAD, "This app view belongs to another thread.")
-        if view.server_id != action.server_id:
-            return deny(Reason.CROSS_SERVER, "An app view may only talk to its own server.")
-
-    # 5. The binding.
-    if binding is None:
-        return deny(Reason.NO_BINDING, "This app is not enabled here.")
-    if binding.server_id != action.server_id:
-        return deny(Reason.CROSS_SERVER, "The binding belongs to another server.")
-    if not binding.covers(thread):
-        return deny(Reason.SCOPE_MISMATCH, "This app is bound to another workspace or thread.")
-    if view is not None and view.binding_id != binding.id:
-        return deny(
-            Reason.BINDING_MISMATCH,
-            "This app view was rendered under a binding that no longer applies; reload it.",
-        )
-    if not binding.enabled:
-        return deny(Reason.BINDING_DISABLED, "This app is disabled here.")
-    if not binding.server_enabled:
-        return deny(Reason.SERVER_DISABLED, "An administrator has disabled this app's server.")
-
-    # 6. The tool.
-    if rule.needs_visibility is not None:
-        if tool is None or not tool.exists or tool.name != action.tool_name:
-            return deny(Reason.TOOL_NOT_FOUND, f"The tool {action.tool_name!r} does not exist.")
-        if tool.server_id != action.server_id:
-            return deny(Reason.CROSS_SERVER, f"{tool.name} belongs to another server.")
-        if binding.enabled_tools is not None and tool.name not in binding.enabled_tools:
-            return deny(Reason.TOOL_NOT_ENABLED, f"{tool.name} is not enabled for this app.")
-        visibility = effective_visibility(tool, policy)
-        risk = effective_risk(tool, policy)
-        source = risk_source(tool, policy)
-        if rule.needs_visibility not in visibility:
-            shown = _allowed_names(visibility)
-            if rule.needs_visibility is Visibility.APP:
-                return deny(
-                    Reason.TOOL_NOT_VISIBLE_TO_APP,
-                    f"{tool.name} cannot be called from its app view (visibility: {shown}).",
-                )
-            who = "you" if actor.kind is ActorKind.USER else "the model"
-            return deny(
-                Reason.TOOL_NOT_VISIBLE_TO_MODEL,
-                f"{tool.name} is not available to {who} (visibility: {shown}); "
-                "app-only tools can be called only from their app view.",
-            )
-
-    # 7. Action-specific checks.
-    problem: tuple[Reason, str] | None = None
-    if rule.check is _Check.LINK:
-        problem = _check_link(action.url, binding)
-    elif rule.check is _Check.RATE:
-        if action.recent_ui_messages >= binding.ui_message_rate_limit:
-            problem = (
-                Reason.RATE_LIMITED,
-                f"This app may post at most {binding.ui_message_rate_limit} messages "
-                "per minute; try again shortly.",
-            )
-    elif rule.check is _Check.DISPLAY:
-        problem = _check_display_mode(action)
-    if problem is not None:
-        return deny(*problem)
-
-    # 8. Risk and approval.
-    if tool is None or risk is None:
-        return result(Outcome.ALLOW, Reason.OK, "Allowed.")
-    admin_approval = policy.approval if policy is not None else None
-    approval = admin_approval or default_approval(risk, actor.kind)
-    if approval is Approval.DENY:
-        return deny(Reason.POLICY_DENIES, f"An administrator has blocked {tool.name} here.")
-    if not rule.runs_tool:
-        return result(Outcome.ALLOW, Reason.OK, f"{tool.name} is offered to the model.")
-    if risk is Risk.READ and approval is Approval.AUTO:
-        return result(Outcome.ALLOW, Reason.OK, "Allowed.")
-    if actor.kind is ActorKind.USER:
-        # Only owners and members get here (rule 3): their own call is their consent.
-        return result(
-            Outcome.ALLOW,
-            Reason.USER_INITIATED,
-            f"You ran {tool.name} yourself; your call is recorded as its approval.",
-            ApprovalBasis.SELF,
-        )
-    if approval is Approval.ASK:
-        owner = grant_owner(
-            per_member_grants=binding.per_member_grants,
-            requested_by_kind=actor.kind,
-            requester_id=actor.user_id,
-        )
-        if action.approved and owner is not None and action.approved_by != owner:
-            return deny(
-                Reason.PERSONAL_GRANT,
-                f"{tool.name} runs with the requester's own sign-in: only they can approve it.",
-            )
-        if action.approved:
-            return result(
-                Outcome.ALLOW,
-                Reason.APPROVED,
-                f"{tool.name} was approved.",
-                ApprovalBasis.GRANTED,
-            )
-        if (
-            allowance is not None
-            and allowance.covers(binding=binding, tool=tool, thread=thread, owner=owner)
-            and consults_allowance(tool, policy)
-        ):
-            where = "this thread" if allowance.scope is Scope.THREAD else "this workspace"
-            return result(
-                Outcome.ALLOW,
-                Reason.ALLOWANCE,
-                f"{tool.name} is allowed in {where}.",
-                ApprovalBasis.ALLOWANCE,
-            )
-        return result(
-            Outcome.ASK,
-            Reason.APPROVAL_REQUIRED,
-            f"{tool.name} is a {risk.value} tool: it runs once someone approves this call.",
-        )
-    if risk is Risk.READ:
-        return result(Outcome.ALLOW, Reason.OK, "Allowed.")
-    # Only an admin's standing policy reaches here: `auto` on a risky tool.
-    return result(
-        Outcome.ALLOW,
-        Reason.POLICY_AUTO_APPROVED,
-        f"{tool.name} is pre-approved by an administrator.",
-        ApprovalBasis.POLICY,
-    )

@@ -26,6 +26,7 @@ import math
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,9 +69,21 @@ class AuditGate:
 RATE_LIMITED_AUDIT = "rate_limited_audit"
 
 
+# Defaults of the kinds a layer above owns and declares with `limits_declare` (the view
+# bridge's buckets, in its table: chat/actions/view_methods.py).
+_DECLARED: dict[str, tuple[int, float]] = {}
+
+
+def limits_declare(defaults: Mapping[str, tuple[int, float]]) -> None:
+    """Declare default limits (kind → (burst, rate)); settings.ATRIUM_RATE_LIMITS overrides."""
+    _DECLARED.update(defaults)
+
+
 def limits() -> dict[str, Limit]:
-    """The configured limits by kind (settings.ATRIUM_RATE_LIMITS: kind → (burst, rate))."""
-    return {k: Limit(int(b), float(r)) for k, (b, r) in settings.ATRIUM_RATE_LIMITS.items()}
+    """The limits by kind: the declared defaults, overridden by (and with) the configured
+    ones (settings.ATRIUM_RATE_LIMITS: kind → (burst, rate))."""
+    configured = {**_DECLARED, **settings.ATRIUM_RATE_LIMITS}
+    return {k: Limit(int(b), float(r)) for k, (b, r) in configured.items()}
 
 
 def refill_and_take(
@@ -234,6 +247,21 @@ def audit_gate(kind: str, key: str) -> AuditGate:
     key carries the count (``skipped``)."""
     verdict = _take(kind, key)
     return AuditGate(write=verdict.allowed, skipped=verdict.skipped)
+
+
+def refusal_gate(*, user: Any = None, client: str = "") -> dict[str, Any] | None:
+    """Whether a refusal gets its audit row now (DESIGN §8.10: every refusal is audited, at
+    a bounded rate per person, or per client address before sign-in): ``None`` when it is
+    only counted; otherwise what its row adds to ``extra`` (``{"skipped": N}`` when N
+    refusals of the same person or address went unwritten since their previous row)."""
+    if getattr(user, "is_authenticated", False):
+        key = f"user:{user.pk}"
+    else:
+        key = f"addr:{client[:100] or 'unknown'}"
+    gate = audit_gate("refusal_audit", key)
+    if not gate.write:
+        return None
+    return {"skipped": gate.skipped} if gate.skipped else {}
 
 
 # A Redis that restarts or is briefly unreachable must not turn every request into an

@@ -8,10 +8,10 @@ from typing import Any, overload
 
 from django.db.models import Q
 
-from audit.rows import OrNull, select_rows
+from lean_rows import OrNull, select_rows
 from mcp_bridge.models import AuthMode, McpServer, Tool
 
-from . import policy
+from . import policy, policy_engine
 from .models import Allowance, AppBinding, ToolPolicy
 
 
@@ -240,7 +240,7 @@ def call_authority(
     actor_kind: str = "",
     grant_owner_id: Any = None,
 ) -> CallAuthority:
-    """The rows ``action_authorize()`` decides a tool call with, read fresh for every call.
+    """The rows ``tool_call_authorize()`` decides a tool call with, read fresh for every call.
 
     The allowance is read only when one could decide the call (``policy.consults_allowance``;
     never for a person's own call, which is its own consent); ``grant_owner_id``: the
@@ -248,7 +248,7 @@ def call_authority(
     can cover it.
 
     Deliberately not cached: three or four lean statements (~0.05 ms each, see
-    ``audit.rows.select_rows``) cost less than checking a cache's freshness would, and a
+    ``lean_rows.select_rows``) cost less than checking a cache's freshness would, and a
     binding disabled, a policy changed, an allowance revoked or a tool removed — by any
     process, through the admin, a service or a plain ``QuerySet.update()`` — decides the
     very next call.
@@ -315,7 +315,7 @@ def offered_tools(*, thread: Any, role: str | None, audience: str = "model") -> 
             visibility=frozenset(tool.visibility or ()),
             annotations=dict(tool.annotations or {}),
         )
-        decision = policy.decide(
+        decision = policy_engine.decide(
             actor=actor,
             thread=thread_ref,
             binding=binding_snap(binding),

@@ -9,13 +9,15 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from bindings.models import ApprovalRequest, ApprovalStatus
-from bindings.services import BindingError, approval_expire_due
+from bindings.services.approvals import approval_expire_due
+from bindings.services.errors import BindingError
 
 # Importing the admin of bindings' rows registers it (it shows chat's workspaces and threads).
 from .admin_bindings import ApprovalWorkspaceFilter, with_scope_names
-from .models import MediaAsset, Membership, Message, Thread, ThreadEvent, ToolCall, Workspace
+from .calls.approvals import approval_decide_blocking
+from .media.models import MediaAsset
+from .models import Membership, Message, Thread, ThreadEvent, ToolCall, Workspace
 from .selectors import membership_for
-from .services.approvals import approval_decide_blocking
 from .services.workspaces import (
     PROVIDER_FIELDS,
     membership_remove,

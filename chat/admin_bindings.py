@@ -14,7 +14,7 @@ Rules this module enforces:
 - **A visibility override can only narrow** what the tool declares: the checkboxes offer
   ``model`` and ``app``, and ticking one the tool does not declare is refused.
 - **Approvals are decided in chat's admin** (``chat/admin.py``): deciding one runs its
-  call, which only chat may do (``chat.services.approvals.approval_decide``).
+  call, which only chat may do (``chat.calls.approvals.approval_decide``).
 - **Allowances are listed, never edited**: the only change is *Revoke* (staff may revoke
   any allowance, since revoking only narrows; audited with the admin user as actor).
 - Bindings' rows keep workspaces and threads as plain ids (no foreign key): their names
@@ -36,8 +36,18 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from bindings import policy, services
+from bindings import policy
 from bindings.models import Allowance, AppBinding, CspDomainMode, ToolPolicy
+from bindings.services.allowances import allowance_revoke
+from bindings.services.bindings import (
+    binding_create,
+    binding_remove,
+    binding_set_enabled,
+    binding_settings,
+    binding_update,
+)
+from bindings.services.errors import BindingError
+from bindings.services.policies import tool_policy_remove, tool_policy_set
 from mcp_bridge.csp import CSP_CATEGORIES, PERMISSION_NAMES, validate_domain
 from mcp_bridge.models import Tool, UiResource
 
@@ -488,14 +498,14 @@ class AppBindingAdmin(admin.ModelAdmin):
     # -- audited writes ---------------------------------------------------------------
 
     def save_model(self, request: HttpRequest, obj: AppBinding, form, change: bool) -> None:
-        wanted = services.binding_settings(obj)
+        wanted = binding_settings(obj)
         if change:
-            stored = services.binding_update(
+            stored = binding_update(
                 binding_id=obj.pk, changes=wanted, actor=request.user, actor_label="admin"
             )
             obj.updated_at = stored.updated_at
             return
-        created = services.binding_create(
+        created = binding_create(
             server=obj.server,
             workspace=form.cleaned_data["workspace"],
             thread=form.cleaned_data.get("thread"),
@@ -509,9 +519,9 @@ class AppBindingAdmin(admin.ModelAdmin):
             enabled=obj.enabled,
         )
         # What binding_create cannot express (a disabled binding, no link schemes at all).
-        adjust = {k: v for k, v in wanted.items() if services.binding_settings(created)[k] != v}
+        adjust = {k: v for k, v in wanted.items() if binding_settings(created)[k] != v}
         if adjust:
-            created = services.binding_update(
+            created = binding_update(
                 binding_id=created.pk,
                 changes=adjust,
                 actor=request.user,
@@ -527,12 +537,12 @@ class AppBindingAdmin(admin.ModelAdmin):
         obj._state.db = created._state.db
 
     def delete_model(self, request: HttpRequest, obj: AppBinding) -> None:
-        services.binding_remove(binding_id=obj.pk, actor=request.user, actor_label="admin")
+        binding_remove(binding_id=obj.pk, actor=request.user, actor_label="admin")
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AppBinding]) -> None:
         with transaction.atomic():
             for pk in list(queryset.values_list("pk", flat=True)):
-                services.binding_remove(binding_id=pk, actor=request.user, actor_label="admin")
+                binding_remove(binding_id=pk, actor=request.user, actor_label="admin")
 
     def save_formset(self, request: HttpRequest, form, formset, change: bool) -> None:
         if formset.model is not ToolPolicy:
@@ -544,7 +554,7 @@ class AppBindingAdmin(admin.ModelAdmin):
             stored = ToolPolicy.objects.filter(pk=row.pk, binding=binding).first()
             if stored is None:
                 continue
-            services.tool_policy_remove(
+            tool_policy_remove(
                 binding=binding, tool_name=stored.tool_name, actor=request.user, actor_label="admin"
             )
             formset.deleted_objects.append(stored)
@@ -562,13 +572,13 @@ class AppBindingAdmin(admin.ModelAdmin):
                 else None
             )
             if previous_name and previous_name != data["tool_name"]:
-                services.tool_policy_remove(
+                tool_policy_remove(
                     binding=binding,
                     tool_name=previous_name,
                     actor=request.user,
                     actor_label="admin",
                 )
-            row = services.tool_policy_set(
+            row = tool_policy_set(
                 binding=binding,
                 tool_name=data["tool_name"],
                 risk=data.get("risk") or "",
@@ -583,7 +593,7 @@ class AppBindingAdmin(admin.ModelAdmin):
                 formset.changed_objects.append((row, subform.changed_data))
 
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet[AppBinding], on: bool) -> int:
-        return services.binding_set_enabled(
+        return binding_set_enabled(
             binding_ids=list(queryset.values_list("pk", flat=True)),
             enabled=on,
             actor=request.user,
@@ -703,10 +713,10 @@ class AllowanceAdmin(admin.ModelAdmin):
         revoked = 0
         for allowance in queryset.filter(revoked_at__isnull=True).order_by("pk"):
             try:
-                services.allowance_revoke(
+                allowance_revoke(
                     allowance_id=allowance.pk, actor=request.user, role=None, actor_label="admin"
                 )
-            except services.BindingError as exc:
+            except BindingError as exc:
                 self.message_user(request, f"#{allowance.pk}: {exc.message}", messages.ERROR)
             else:
                 revoked += 1

@@ -11,8 +11,8 @@ from typing import Any
 from django.conf import settings
 from django.core import signing
 
-from audit.rows import select_rows
 from bindings.models import AppBinding
+from lean_rows import select_rows
 from mcp_bridge.csp import (
     binding_allowed,
     build_csp,

@@ -6,8 +6,6 @@ class ChatConfig(AppConfig):
     verbose_name = "Chat"
 
     def ready(self) -> None:
-        from config import checks  # noqa: F401  (registers the deploy checks)
-
         from . import receivers
 
         receivers.connect()

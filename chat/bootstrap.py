@@ -12,9 +12,10 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_set
 from mcp_bridge.models import McpServer
+from mcp_bridge.services.servers import server_add
 
 from . import services
 from .models import Workspace
@@ -125,7 +126,7 @@ def _register(
     *, name: str, slug: str, command: str, args: list[str], workspace: Workspace, actor
 ) -> None:
 
-    server = bridge_services.server_add(
+    server = server_add(
         name=name,
         slug=slug,
         transport="stdio",
@@ -135,7 +136,7 @@ def _register(
         actor=actor,
     )
 
-    binding = binding_services.binding_create(
+    binding = binding_create(
         server=server,
         workspace=workspace,
         thread=None,
@@ -143,6 +144,4 @@ def _register(
         allowed_domains=ADMIN_NAMED_DOMAINS.get(slug),
     )
     for tool in STANDING_APPROVALS.get(slug, ()):
-        binding_services.tool_policy_set(
-            binding=binding, tool_name=tool, approval="auto", actor=actor
-        )
+        tool_policy_set(binding=binding, tool_name=tool, approval="auto", actor=actor)

@@ -7,7 +7,11 @@ from django.db import models
 from django.utils.text import slugify
 
 from bindings.models import ApprovalRequest
+from chat.providers.registry import provider_choices
 from mcp_bridge.sealed_fields import SealedTextField
+
+# Django registers the models of a module it has imported; it imports chat.models only.
+from .media import models as media_models  # noqa: F401
 
 
 class Role(models.TextChoices):
@@ -22,11 +26,7 @@ class Workspace(models.Model):
     provider = models.CharField(
         max_length=20,
         blank=True,
-        choices=[
-            ("direct", "direct (no model)"),
-            ("openai", "OpenAI-compatible"),
-            ("anthropic", "Anthropic"),
-        ],
+        choices=provider_choices(),
         help_text="Empty: the ATRIUM_PROVIDER default.",
     )
     model = models.CharField(max_length=100, blank=True)
@@ -75,7 +75,7 @@ class Thread(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
-    # The last event sequence number handed out (see chat.thread_events.emit).
+    # The last event sequence number handed out (see chat.realtime.events.emit).
     last_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -95,8 +95,8 @@ class ThreadEvent(models.Model):
     kind = models.CharField(max_length=40)
     payload = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
-    # The process that stored it (chat.thread_events.process_origin): a web process tailing
-    # the table skips the events it broadcast itself (chat.event_tail).
+    # The process that stored it (chat.realtime.events.process_origin): a web process tailing
+    # the table skips the events it broadcast itself (chat.realtime.event_tail).
     origin = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
@@ -265,7 +265,7 @@ class ToolCall(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
-    # The process running the call and when it last said so (chat.call_runners): a
+    # The process running the call and when it last said so (chat.calls.runners): a
     # running call whose process died is failed by the beat sweep.
     runner = models.CharField(max_length=120, blank=True, default="")
     runner_seen_at = models.DateTimeField(null=True, blank=True)
@@ -290,41 +290,3 @@ class ToolCall(models.Model):
     def refresh_from_db(self, *args, **kwargs) -> None:
         self.__dict__.pop("_approval", None)
         super().refresh_from_db(*args, **kwargs)
-
-
-class MediaStatus(models.TextChoices):
-    STAGED = "staged", "staged"
-    READY = "ready", "ready"
-    REJECTED = "rejected", "rejected"
-
-
-class MediaAsset(models.Model):
-    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="media")
-    tool_call = models.ForeignKey(
-        ToolCall, null=True, blank=True, on_delete=models.CASCADE, related_name="media"
-    )
-    kind = models.CharField(max_length=10)  # image | audio | video | binary
-    mime_type = models.CharField(max_length=200)
-    filename = models.CharField(max_length=255, blank=True)
-    size = models.PositiveBigIntegerField(default=0)
-    sha256 = models.CharField(max_length=64, blank=True, db_index=True)
-    staging_path = models.CharField(max_length=500, blank=True)
-    storage_path = models.CharField(max_length=500, blank=True)
-    thumbnail_path = models.CharField(max_length=500, blank=True)
-    poster_path = models.CharField(max_length=500, blank=True)
-    width = models.PositiveIntegerField(null=True, blank=True)
-    height = models.PositiveIntegerField(null=True, blank=True)
-    duration = models.FloatField(null=True, blank=True)
-    status = models.CharField(
-        max_length=10, choices=MediaStatus.choices, default=MediaStatus.STAGED
-    )
-    reason = models.CharField(max_length=300, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    ready_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["id"]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.mime_type} ({self.status})"

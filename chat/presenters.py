@@ -11,7 +11,7 @@ from typing import Any
 
 from bindings import policy
 from bindings.selectors import signs_in_members
-from bindings.services import approval_offers
+from bindings.services.approvals import approval_offers
 from mcp_bridge.normalize import text_fallback
 
 from .markdown import render_markdown
@@ -43,7 +43,11 @@ def serialize_message(message: Message) -> dict[str, Any]:
     }
 
 
-def serialize_tool_call(call: ToolCall) -> dict[str, Any]:
+_UNREAD = object()  # serialize_tool_call(approval=...) default: the call's own (read once)
+
+
+def serialize_tool_call(call: ToolCall, *, approval: Any = _UNREAD) -> dict[str, Any]:
+    """``approval``: the call's approval (or None), when the caller already holds it."""
     server = call.server
     view = None
     resource = call.ui_resource
@@ -55,7 +59,8 @@ def serialize_tool_call(call: ToolCall) -> dict[str, Any]:
             # Undeclared (stored as None) means a border: only an explicit false is none.
             "prefersBorder": (resource.meta or {}).get("prefersBorder") is not False,
         }
-    approval = getattr(call, "approval", None) if hasattr(call, "approval") else None
+    if approval is _UNREAD:
+        approval = getattr(call, "approval", None) if hasattr(call, "approval") else None
     return {
         "id": call.pk,
         "messageId": call.message_id,

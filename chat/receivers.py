@@ -11,13 +11,13 @@ from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete
 
-from bindings import services as authority
+from bindings.services.scopes import thread_bindings_delete, workspace_bindings_delete
 from bindings.signals import allowances_changed, approvals_cancelled
-from mcp_bridge.services import grant_disconnect_member
+from mcp_bridge.services.oauth_grants import grant_disconnect_member
 
-from .groups import user_group
+from .calls.finish import tool_call_reject
 from .models import Membership, Thread, Workspace
-from .services.tool_calls import tool_call_reject
+from .realtime.groups import user_group
 from .services.workspaces import thread_allowances_announce
 
 
@@ -91,12 +91,12 @@ def forget_grants_of_departed_member(*, instance: Any, **_: Any) -> None:
 def delete_bindings_of_workspace(*, instance: Workspace, **_: Any) -> None:
     """Bindings keep a workspace's id, not a foreign key: its bindings, approvals and
     allowances go with it, in the deleting transaction (admin, service or shell)."""
-    authority.workspace_bindings_delete(workspace_id=instance.pk)
+    workspace_bindings_delete(workspace_id=instance.pk)
 
 
 def delete_bindings_of_thread(*, instance: Thread, **_: Any) -> None:
     """The same for a thread: its own bindings, its approvals and its allowances."""
-    authority.thread_bindings_delete(thread_id=instance.pk)
+    thread_bindings_delete(thread_id=instance.pk)
 
 
 def connect() -> None:

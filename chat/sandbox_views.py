@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from config.hosts import sandbox_label_for
+from chat.sandbox_hosts import sandbox_label_for
 
 from .app_view_bridge import SUPPORTED_FLAVORS, effective_csp, read_view_token
 from .models import ToolCall

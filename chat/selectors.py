@@ -12,8 +12,8 @@ from django.contrib.sessions.models import Session
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from audit.rows import Above, RowExists, select_rows
 from bindings.models import Allowance
+from lean_rows import Above, RowExists, select_rows
 
 from .models import Membership, Message, Thread, ToolCall, Workspace
 from .presenters import serialize_allowance, serialize_message, serialize_tool_call
@@ -54,7 +54,7 @@ _DB_SESSIONS = "django.contrib.sessions.backends.db"
 
 def membership_for_session(*, membership_id: int, pin: SessionPin) -> Membership | None:
     """The membership row, only while the user is active with the same password and the
-    session still exists. One lean statement (audit.rows): sockets re-read it before every
+    session still exists. One lean statement (lean_rows): sockets re-read it before every
     action."""
     checks = [RowExists(get_user_model(), id=pin.user_id, is_active=True, password=pin.password)]
     db_sessions = settings.SESSION_ENGINE == _DB_SESSIONS

@@ -11,5 +11,5 @@ urlpatterns = [
     path("w/<slug:slug>/threads/new/", views.thread_create, name="thread-create"),
     path("w/<slug:slug>/t/<int:thread_id>/", views.thread_detail, name="thread"),
     path("views/doc/<str:content_hash>/", views.view_document, name="view-document"),
-    path("media/", include("chat.media_urls")),
+    path("media/", include("chat.media.urls")),
 ]

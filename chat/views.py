@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 
 from bindings import ratelimit
-from bindings import services as binding_services
+from chat.services.refusals import rate_limit_record
 from mcp_bridge import views as oauth_views
 from mcp_bridge.models import UiResource
 
@@ -136,7 +136,7 @@ async def oauth_connect(request: HttpRequest, slug: str) -> HttpResponse:
         verdict = await ratelimit.take_async("oauth_connect", str(user.pk))
         if not verdict.allowed:
             if verdict.audit:
-                await database_sync_to_async(binding_services.rate_limit_record)(
+                await database_sync_to_async(rate_limit_record)(
                     user=user,
                     workspace_id=None,
                     thread_id=None,

@@ -13,9 +13,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from chat.routing import websocket_urlpatterns  # noqa: E402
-from config.hosts import is_sandbox_host  # noqa: E402
-from config.ws import WebsocketGuard  # noqa: E402
+from chat.realtime.guard import WebsocketGuard  # noqa: E402
+from chat.realtime.routing import websocket_urlpatterns  # noqa: E402
+from chat.sandbox_hosts import is_sandbox_host  # noqa: E402
 
 
 class AppHostStatic:

@@ -23,9 +23,19 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from . import gateway, services
+from . import gateway
 from .errors import BridgeError
 from .models import AuthMode, McpServer, OAuthGrant, Tool, UiResource
+from .services.catalogue import catalogue_apply
+from .services.oauth_grants import grant_disconnect
+from .services.servers import (
+    env_reference_problem,
+    server_change_refused,
+    server_record_health,
+    server_remove,
+    server_save,
+    spec_for,
+)
 
 
 class McpServerForm(forms.ModelForm):
@@ -80,7 +90,7 @@ class McpServerForm(forms.ModelForm):
             if sep not in line:
                 raise forms.ValidationError(f"Expected KEY{sep}VALUE, got {line[:40]!r}.")
             key, value = line.split(sep, 1)
-            problem = services.env_reference_problem(value.strip())
+            problem = env_reference_problem(value.strip())
             if problem:
                 raise forms.ValidationError(problem)
             result[key.strip()] = value.strip()
@@ -172,7 +182,7 @@ class McpServerAdmin(admin.ModelAdmin):
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context=None):
         if not _is_superuser(request) and request.user.is_staff:
             # Outside the admin's transaction: the refusal's audit row commits.
-            services.server_change_refused(
+            server_change_refused(
                 actor=request.user, attempt="add server", method=request.method, actor_label="admin"
             )
             raise PermissionDenied("Only superusers add MCP servers.")
@@ -267,16 +277,16 @@ class McpServerAdmin(admin.ModelAdmin):
                     )
                     continue
                 try:
-                    tools = bridge.list_tools(services.spec_for(server))
+                    tools = bridge.list_tools(spec_for(server))
                 except BridgeError as exc:
-                    services.server_record_health(server_id=server.pk, error=exc.user_message)
+                    server_record_health(server_id=server.pk, error=exc.user_message)
                     self.message_user(request, f"{server.name}: {exc.user_message}", messages.ERROR)
                     continue
                 except Exception as exc:  # a broken config must not crash the admin
-                    services.server_record_health(server_id=server.pk, error=str(exc)[:500])
+                    server_record_health(server_id=server.pk, error=str(exc)[:500])
                     self.message_user(request, f"{server.name}: {exc}", messages.ERROR)
                     continue
-                change = services.catalogue_apply(server=server, tools=tools)
+                change = catalogue_apply(server=server, tools=tools)
                 summary = (
                     ", ".join(
                         f"{len(names)} {label}"
@@ -302,12 +312,10 @@ class McpServerAdmin(admin.ModelAdmin):
         if not _is_superuser(request) and not change:
             raise PermissionDenied("Only superusers add servers.")  # add_view audits it
         secrets = [name for name in ("env", "headers") if name in form.changed_data]
-        services.server_save(
-            server=obj, actor=request.user, actor_label="admin", secrets_changed=secrets
-        )
+        server_save(server=obj, actor=request.user, actor_label="admin", secrets_changed=secrets)
 
     def delete_model(self, request: HttpRequest, obj: McpServer) -> None:
-        services.server_remove(server=obj, actor=request.user, actor_label="admin")
+        server_remove(server=obj, actor=request.user, actor_label="admin")
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[McpServer]) -> None:
         with transaction.atomic():
@@ -434,7 +442,7 @@ class OAuthGrantAdmin(admin.ModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: OAuthGrant) -> None:
         # Deleting a grant (its page, or a server's removal) is a disconnect: audited.
-        services.grant_disconnect(grant=obj, actor=request.user, reason="admin")
+        grant_disconnect(grant=obj, actor=request.user, reason="admin")
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[OAuthGrant]) -> None:
         for grant in queryset:
@@ -444,5 +452,5 @@ class OAuthGrantAdmin(admin.ModelAdmin):
     def disconnect(self, request: HttpRequest, queryset: QuerySet[OAuthGrant]) -> None:
         grants = list(queryset)
         for grant in grants:
-            services.grant_disconnect(grant=grant, actor=request.user, reason="admin")
+            grant_disconnect(grant=grant, actor=request.user, reason="admin")
         self.message_user(request, f"Disconnected {len(grants)} grant(s).", messages.SUCCESS)

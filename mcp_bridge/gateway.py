@@ -18,11 +18,17 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from . import oauth, schema_pool, services
-from .connections import BlockingBridge, ConnectionManager, ServerSpec
+from . import oauth, schema_pool
+from .blocking_bridge import BlockingBridge
+from .connections import ConnectionManager
 from .errors import AuthorizationRequired, BridgeError, InvalidArguments, ToolNotFound
 from .models import OAUTH_MODES, AuthMode, McpServer, Tool, UiResource
 from .schema import SchemaRefused, validate_arguments, validates_inline
+from .server_spec import ServerSpec
+from .services.catalogue import CatalogueChange, catalogue_apply
+from .services.oauth_grants import grant_for, grant_record_call
+from .services.servers import server_record_health, spec_for
+from .services.ui_resources import ui_resource_store
 from .spooled_media import SPOOL_SUBDIR
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -63,19 +69,19 @@ async def close_all() -> None:
 
 @database_sync_to_async
 def _record_health(server_id: int, error: str | None) -> None:
-    services.server_record_health(server_id=server_id, error=error)
+    server_record_health(server_id=server_id, error=error)
 
 
 @database_sync_to_async
 def _grant_for(server: McpServer, user_id: int | None):
-    return services.grant_for(server=server, user_id=user_id)
+    return grant_for(server=server, user_id=user_id)
 
 
 async def _spec(server: McpServer, *, user_id: int | None = None) -> ServerSpec:
     """The spec to reach ``server`` on behalf of ``user_id`` (None: anyone's grant will do,
     for listings and UI resources). ``AuthorizationRequired`` when there is no grant."""
     if server.auth_mode not in OAUTH_MODES:
-        return services.spec_for(server)
+        return spec_for(server)
     grant = await _grant_for(server, user_id)
     if grant is None:
         shared = server.auth_mode == AuthMode.OAUTH_SHARED
@@ -99,7 +105,7 @@ def _signed_in_error(spec: ServerSpec, server: McpServer, exc: BridgeError) -> B
     )
 
 
-async def refresh_catalogue(server: McpServer) -> services.CatalogueChange:
+async def refresh_catalogue(server: McpServer) -> CatalogueChange:
     spec = await _spec(server)
     try:
         tools = await manager().list_tools(spec)
@@ -109,7 +115,7 @@ async def refresh_catalogue(server: McpServer) -> services.CatalogueChange:
             raise exc from None
         await _record_health(server.pk, exc.user_message)
         raise
-    return await database_sync_to_async(services.catalogue_apply)(server=server, tools=tools)
+    return await database_sync_to_async(catalogue_apply)(server=server, tools=tools)
 
 
 async def ensure_catalogue(server: McpServer) -> None:
@@ -173,7 +179,7 @@ async def call_tool(
     if server.auth_mode in OAUTH_MODES:
         spec = await _signed_in_spec(server, tool.name, on_behalf_of)
     else:
-        spec = services.spec_for(server)
+        spec = spec_for(server)
     started = time.perf_counter()
     try:
         raw = await manager().call_tool(
@@ -199,8 +205,8 @@ def _call_grant(server: McpServer, tool_name: str, user_id: int | None):
     if server.auth_mode == AuthMode.OAUTH_MEMBER and user_id is None:
         grant = None  # nobody to act for: never borrow another member's grant for a call
     else:
-        grant = services.grant_for(server=server, user_id=user_id)
-    services.grant_record_call(server=server, user_id=user_id, grant=grant, tool_name=tool_name)
+        grant = grant_for(server=server, user_id=user_id)
+    grant_record_call(server=server, user_id=user_id, grant=grant, tool_name=tool_name)
     return grant
 
 
@@ -240,7 +246,7 @@ async def ui_resource(server: McpServer, uri: str, *, refresh: bool = True) -> U
             return cached  # the last good version beats no view at all
         raise
     listing_meta = await _listing_meta(spec, uri)
-    return await database_sync_to_async(services.ui_resource_store)(
+    return await database_sync_to_async(ui_resource_store)(
         server=server, uri=uri, read_result=read, listing_meta=listing_meta
     )
 

@@ -43,12 +43,21 @@ from mcp.client.auth import (
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from . import services
-from .connections import ServerSpec
 from .egress import EgressRefused, GuardedTransport
 from .errors import AuthorizationRequired
 from .models import AuthMode, McpServer, OAuthGrant
 from .sealing import unseal
+from .server_spec import ServerSpec
+from .services.oauth_grants import (
+    OAuthRefused,
+    authorization_begin,
+    authorization_claim,
+    grant_connect,
+    grant_connect_failed,
+    grant_lapsed,
+    grant_tokens_refreshed,
+)
+from .services.servers import spec_for
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -177,7 +186,7 @@ class _GrantStorage:
         self._tokens = tokens.model_dump(mode="json", exclude_none=True)
         if self.provider is not None:
             self.provider.refresh_early(tokens.expires_in)
-        await _db(services.grant_tokens_refreshed)(
+        await _db(grant_tokens_refreshed)(
             grant_id=self.grant_id, tokens=self._tokens, expires_at=_expires_at(tokens)
         )
 
@@ -192,13 +201,13 @@ class _GrantStorage:
 
 def spec_with_grant(server: McpServer, grant: OAuthGrant) -> ServerSpec:
     """The server's connection spec signed in with ``grant`` (one connection per grant)."""
-    base = services.spec_for(server)
+    base = spec_for(server)
     storage = _GrantStorage(grant)
     shared = grant.user_id is None
 
     async def no_interactive_sign_in(url: str) -> None:
         _lost_grants.add(grant.pk)
-        await _db(services.grant_lapsed)(
+        await _db(grant_lapsed)(
             grant_id=grant.pk, reason="the server refused the stored grant (refresh or token)"
         )
         raise AuthorizationRequired(server.name, slug=server.slug, shared=shared)
@@ -256,7 +265,7 @@ class _PendingStorage:
             raise OAuthFlowError("tokens arrived before a client registration")
         metadata = self.provider.context.oauth_metadata if self.provider else None
         revocation = metadata.revocation_endpoint if metadata is not None else None
-        self.grant = await _db(services.grant_connect)(
+        self.grant = await _db(grant_connect)(
             server=self.server,
             user=self.user,
             shared=self.shared,
@@ -345,7 +354,7 @@ async def _start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
 
     async def redirect_handler(url: str) -> None:
         state = (parse_qs(urlparse(url).query).get("state") or [""])[0]
-        await _db(services.authorization_begin)(
+        await _db(authorization_begin)(
             server=server, user=user, shared=shared, state=state, listener=listener
         )
         authorize_url.set_result(url)
@@ -398,7 +407,7 @@ class _Flow:
         except Exception as exc:  # every failure is explained, audited and answered
             reason, self.message = _explain(exc, self.server, self.provider)
             log.info("sign-in to %s failed: %s (%s)", self.server.slug, reason, type(exc).__name__)
-            await _db(services.grant_connect_failed)(
+            await _db(grant_connect_failed)(
                 server=self.server,
                 user=self.user,
                 reason=reason,
@@ -435,8 +444,8 @@ async def deliver_callback(*, state: str, user: Any, query: dict[str, str]) -> t
 
 async def _deliver_callback(*, state: str, user: Any, query: dict[str, str]) -> tuple[bool, str]:
     try:
-        pending = await _db(services.authorization_claim)(state=state, user=user)
-    except services.OAuthRefused as exc:
+        pending = await _db(authorization_claim)(state=state, user=user)
+    except OAuthRefused as exc:
         return False, str(exc)
     layer = get_channel_layer()
     reply = await layer.new_channel("oauth-reply.")

@@ -8,7 +8,7 @@ The file (Claude Desktop, Cursor, VS Code and others write the same shape)::
         "old": {"type": "sse", "url": "https://mcp.example.com/sse"}
     }}
 
-Each entry becomes the keyword arguments of ``mcp_bridge.services.server_add`` or an error
+Each entry becomes the keyword arguments of ``mcp_bridge.services.servers.server_add`` or an error
 message naming what is wrong; one bad entry never hides the others.
 """
 

@@ -14,7 +14,7 @@ a marker that leaked (say, into a model's reply and back to another server) reso
 nothing — it is then just a string that is not valid base64.
 
 Files nobody claims (a call cancelled after its result arrived, a failed transaction) are
-removed by the staging sweeper (``chat.media_storage.sweep_orphan_staging``); their registry
+removed by the staging sweeper (``chat.media.storage.sweep_orphan_staging``); their registry
 entries expire after :data:`UNCLAIMED_TTL` seconds.
 """
 

@@ -12,7 +12,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("audit", "bindings", "chat", "mcp_bridge", "config", "examples")
+PACKAGES = (
+    "audit",
+    "audit_review",
+    "bindings",
+    "chat",
+    "mcp_bridge",
+    "config",
+    "examples",
+    "lean_rows",
+)
 
 
 def _is_project(node: ast.Import | ast.ImportFrom) -> bool:

@@ -12,7 +12,7 @@ logs=test-artifacts/flake-runs
 mkdir -p "$logs"
 suites=(
   tests/browser tests/compat tests/resilience tests/fleet tests/oauth
-  tests/hardening/test_live_limits.py tests/bindings/test_reports_browser.py
+  tests/hardening/test_live_limits.py tests/audit_review/test_reports_browser.py
   tests/bindings/test_admin.py tests/chat/test_media_e2e.py tests/chat/test_text_channel.py
   tests/foundation/test_make_run.py
 )

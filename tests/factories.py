@@ -23,10 +23,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
-from bindings import services as binding_services
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_set
 from chat import services as chat_services
 from chat.models import Workspace
-from mcp_bridge import services as bridge_services
+from mcp_bridge.services.servers import server_add
 
 PASSWORD = "pw-" + "x" * 12
 
@@ -120,7 +121,7 @@ class ThreadFactory(_ServiceFactory):
 
 
 class McpServerFactory(_ServiceFactory):
-    """``mcp_bridge.services.server_add``; by default a stdio server that is never started."""
+    """``mcp_bridge.services.servers.server_add``; by default a stdio server that is never started."""
 
     class Meta:
         model = "mcp_bridge.McpServer"
@@ -132,7 +133,7 @@ class McpServerFactory(_ServiceFactory):
 
     @classmethod
     def service(cls, **kwargs: Any) -> Any:
-        return bridge_services.server_add(**kwargs)
+        return server_add(**kwargs)
 
 
 class AppBindingFactory(_ServiceFactory):
@@ -144,7 +145,7 @@ class AppBindingFactory(_ServiceFactory):
 
     @classmethod
     def service(cls, **kwargs: Any) -> Any:
-        return binding_services.binding_create(**kwargs)
+        return binding_create(**kwargs)
 
 
 class ToolPolicyFactory(_ServiceFactory):
@@ -157,7 +158,7 @@ class ToolPolicyFactory(_ServiceFactory):
 
     @classmethod
     def service(cls, **kwargs: Any) -> Any:
-        return binding_services.tool_policy_set(**kwargs)
+        return tool_policy_set(**kwargs)
 
 
 # ---- rows the product makes from MCP traffic: plain ORM -----------------------------------------

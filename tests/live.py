@@ -187,10 +187,10 @@ class LiveAtrium:
 
     def sandbox_origin_of(self, server_slug: str, workspace: str = "acme") -> str:
         """The sandbox origin of a server's views in a workspace (by slugs), as this server
-        builds it: the label is keyed by its SECRET_KEY (config/hosts.py)."""
+        builds it: the label is keyed by its SECRET_KEY (chat/sandbox_hosts.py)."""
         if (server_slug, workspace) not in self.sandbox_origins:
             out = self.shell(
-                "from chat.models import Workspace; from config.hosts import sandbox_origin_for; "
+                "from chat.models import Workspace; from chat.sandbox_hosts import sandbox_origin_for; "
                 f"print(sandbox_origin_for({server_slug!r}, "
                 f"Workspace.objects.get(slug={workspace!r}).pk))"
             )

@@ -1,21 +1,9 @@
-"""Websocket actions: one small async handler per client message type.
+"""Websocket actions: one small async handler per client message type, and slash commands.
 
 The registry (:mod:`.registry`: ``ActionContext``, ``action``, ``HANDLERS``…) is below the
-handler modules, which register their handlers when this package is imported.
+handler modules, which register their handlers when this package is imported. Import names
+from ``.registry``, not from this package: a handler module that imported this package would
+import itself back (the cycle tests/test_import_graph.py forbids).
 """
 
 from . import app_views, messages, tools  # noqa: F401  (register their handlers)
-from .registry import (  # noqa: F401
-    HANDLERS,
-    SELF_ADMITTING,
-    ActionContext,
-    ActionError,
-    Handler,
-    SessionEnded,
-    action,
-    admit,
-    rate_limited_error,
-    refusal_record,
-    require_actor,
-    take_tokens,
-)

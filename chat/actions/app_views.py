@@ -6,22 +6,26 @@ thread and this user, and the bindings policy decides (and audits) the action it
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.urls import reverse
 
-from bindings import services as authority
+from bindings import ratelimit
 from bindings.policy import ActionKind
-from config.hosts import sandbox_origin_for
+from bindings.services.authorize import Authorization
+from bindings.services.errors import BindingError
+from bindings.services.permissions import app_view_permissions_grant
+from chat.calls.admission import JSONRPC_INVALID_PARAMS, POLICY_DENIED, token_is_this_sockets
+from chat.sandbox_hosts import sandbox_origin_for
+from chat.services.refusals import request_record_refused
 from mcp_bridge import gateway
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import Tool
 
-from .. import runtime, waiters
 from ..agent import start_turn
 from ..app_view_bridge import (
     SUPPORTED_FLAVORS,
@@ -34,60 +38,40 @@ from ..app_view_bridge import (
     view_for_claims,
     view_permissions,
 )
-from ..models import Message, ToolCall, ToolCallStatus
-from ..presenters import serialize_tool_call
-from ..selectors import tool_calls_queryset
-from ..services import app_views, tool_calls
+from ..models import Message, ToolCall
+from ..services import app_views
+from .app_view_calls import (
+    ViewRequestError,
+    admitted_view,
+    app_view_tool_call,
+    view_admission,
+    view_limit,
+)
 from .registry import (
     ActionContext,
     ActionError,
-    SessionEnded,
     action,
-    admit,
     rate_limited_error,
-    refusal_record,
     take_tokens,
+)
+from .view_methods import (
+    RATE_LIMITS,
+    USER_VIEW_REQUEST,
+    VIEW_METHODS,
+    VIEW_REQUEST,
+    ViewMethod,
+    view_method,
 )
 
 log = logging.getLogger(__name__)
 
-JSONRPC_INVALID_PARAMS = -32602
+# The defaults of the buckets the table names (settings.ATRIUM_RATE_LIMITS overrides them).
+ratelimit.limits_declare(RATE_LIMITS)
+
 JSONRPC_METHOD_NOT_FOUND = -32601
-POLICY_DENIED = -32003
-RATE_LIMITED = -32029  # server-defined JSON-RPC error: too many requests
-VIEW_CALL_WAIT = 15 * 60  # seconds a view's tools/call may wait (e.g. for an approval)
 MAX_MODEL_CONTEXT_BYTES = 64 * 1024
 MAX_WIDGET_STATE_BYTES = 64 * 1024
 GESTURES = ("frame", "card")  # what let a view go full screen / pip (docs/view-bridge.md)
-
-# What each compat layer's request is audited as.
-COMPAT_KINDS = {
-    ("tools/call", "legacy"): ActionKind.LEGACY_TOOL,
-    ("tools/call", "openai"): ActionKind.APPS_SDK_CALL_TOOL,
-    ("ui/message", "legacy"): ActionKind.LEGACY_PROMPT,
-    ("ui/message", "legacy-intent"): ActionKind.LEGACY_INTENT,
-    ("ui/message", "openai"): ActionKind.APPS_SDK_FOLLOW_UP,
-    ("ui/open-link", "legacy"): ActionKind.LEGACY_LINK,
-    ("ui/open-link", "openai"): ActionKind.APPS_SDK_OPEN_EXTERNAL,
-    ("notifications/message", "legacy"): ActionKind.LEGACY_NOTIFY,
-}
-
-
-class ViewRequestError(ActionError):
-    def __init__(
-        self,
-        code: str,
-        message: str,
-        jsonrpc_code: int = POLICY_DENIED,
-        *,
-        audited: bool = False,
-        details: Any = None,
-    ) -> None:
-        super().__init__(code, message, details, audited=audited)
-        self.jsonrpc_code = jsonrpc_code
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**super().to_dict(), "jsonrpcCode": self.jsonrpc_code}
 
 
 # --------------------------------------------------------------------------- view.open
@@ -170,7 +154,7 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
 @action("view.open")
 async def open_view(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     # Each opening is decided, audited and signed: bounded like the view's own requests.
-    verdict = await take_tokens(ctx, [("user_view_request", str(ctx.user.pk))])
+    verdict = await take_tokens(ctx, [(USER_VIEW_REQUEST.name, str(ctx.user.pk))])
     if not verdict.allowed:
         raise rate_limited_error(verdict, "views opened")
     return await database_sync_to_async(_open_view)(ctx, msg.get("toolCallId"))
@@ -185,7 +169,7 @@ def _grant_permissions(ctx: ActionContext, call_id: Any, permissions: Any) -> di
     if call is None or call.ui_resource is None or call.binding_id is None:
         raise ActionError("not_found", "That view is not in this thread.")
     try:
-        binding = authority.app_view_permissions_grant(
+        binding = app_view_permissions_grant(
             binding_id=call.binding_id,
             permissions=permissions,
             declared=(call.ui_resource.meta or {}).get("permissions"),
@@ -194,7 +178,7 @@ def _grant_permissions(ctx: ActionContext, call_id: Any, permissions: Any) -> di
             thread_id=ctx.thread.pk,
             tool_call_id=call.pk,
         )
-    except authority.BindingError as exc:
+    except BindingError as exc:
         raise ActionError(exc.code, exc.message) from exc
     return {"permissions": sorted(binding.granted_permissions or [])}
 
@@ -211,47 +195,13 @@ async def grant_permissions(ctx: ActionContext, msg: dict[str, Any]) -> dict[str
 # ------------------------------------------------------------------------ view.request
 
 
-def _token_is_this_sockets(ctx: ActionContext, claims: ViewToken | None) -> bool:
-    """The token's signature held and it names this socket's person and thread (no
-    database: whether its view still exists is read with the request)."""
-    return (
-        claims is not None and claims.user_id == ctx.user.pk and claims.thread_id == ctx.thread.pk
-    )
-
-
-def _view_for_token(ctx: ActionContext, claims: ViewToken | None) -> ToolCall:
-    """The view a token's claims (read once per request, ``read_view_token``) name."""
-    if claims is None or not _token_is_this_sockets(ctx, claims):
-        app_views.app_view_token_rejected(
-            user=ctx.user,
-            thread=ctx.thread,
-            reason="invalid_token" if claims is None else "token_not_for_this_thread_or_user",
-        )
-        raise ViewRequestError(
-            "invalid_token",
-            "This view's token is invalid or expired; reload the view.",
-            audited=True,
-        )
-    view = view_for_claims(claims, ctx.thread.pk)
-    if view is None or view.server_id != claims.server_id:
-        raise ViewRequestError("invalid_token", "This view no longer exists.")
-    return view
-
-
-def _admitted_view(ctx: ActionContext, claims: ViewToken | None) -> ToolCall:
-    """The member's session and membership (re-read) and the view the token names: one
-    trip to the database thread for what every view request checks first."""
-    admit(ctx)
-    return _view_for_token(ctx, claims)
-
-
-def _authorize_view(ctx, view, kind, **kwargs) -> authority.Authorization:
+def _authorize_view(ctx, view, kind, **kwargs) -> Authorization:
     return app_views.app_view_authorize(
         view=view, user=ctx.user, role=ctx.membership.role, thread=ctx.thread, kind=kind, **kwargs
     )
 
 
-def _deny(auth: authority.Authorization) -> ViewRequestError:
+def _deny(auth: Authorization) -> ViewRequestError:
     return ViewRequestError(str(auth.decision.reason_code), auth.decision.message, audited=True)
 
 
@@ -264,7 +214,7 @@ def _refuse(
     jsonrpc_code: int = JSONRPC_INVALID_PARAMS,
 ) -> ViewRequestError:
     """A malformed or oversized request: audited as denied, answered with the reason."""
-    authority.request_record_refused(
+    request_record_refused(
         action_kind=kind,
         actor_kind="app_view",
         user=ctx.user,
@@ -277,106 +227,42 @@ def _refuse(
     return ViewRequestError(code, message, jsonrpc_code, audited=True)
 
 
-def _compat(params: dict[str, Any]) -> str | None:
-    value = params.get("_compat")
-    return value if isinstance(value, str) else None
+def _kind(method: ViewMethod, params: dict[str, Any]) -> ActionKind:
+    """What the table says this request is decided (and audited) as, per compat layer."""
+    kind = method.kind_for(params)
+    assert kind is not None, f"{method.name} names no policy kind"
+    return kind
 
 
-def _kind(method: str, params: dict[str, Any], default: ActionKind) -> ActionKind:
-    return COMPAT_KINDS.get((method, _compat(params) or ""), default)
+# A server row's handler (view_methods.VIEW_METHODS), bound where it is defined (`handles`):
+# a request's: async (ctx, view, method, params) → its result; a deferred request's:
+# (ctx, claims, method, msg), answering from its own task; a notification's: on the
+# database thread, (ctx, view, method, params).
+VIEW_HANDLERS: dict[str, Callable[..., Any]] = {}
 
 
-async def _tools_call(
-    ctx: ActionContext, claims: ViewToken | None, params: dict[str, Any]
+def handles(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Bind the decorated function to the table's rows ``names`` (server rows only)."""
+
+    def bind(handler: Callable[..., Any]) -> Callable[..., Any]:
+        for name in names:
+            row = next((r for r in VIEW_METHODS if r.name == name), None)
+            if row is None or row.side != "server" or name in VIEW_HANDLERS:
+                raise LookupError(f"{name}: not a server row of VIEW_METHODS, or bound twice")
+            VIEW_HANDLERS[name] = handler
+        return handler
+
+    return bind
+
+
+@handles("resources/read", "resources/list", "resources/templates/list", "prompts/list")
+async def _resources(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
 ) -> dict[str, Any]:
-    name = params.get("name")
-    arguments = params.get("arguments") or {}
-    kind = _kind("tools/call", params, ActionKind.APP_TOOL_CALL)
-    await _limit(ctx, [("tool_call", str(ctx.user.pk))], "tool calls")
-
-    def request() -> tool_calls.CallRequest:
-        # On the database thread, in the decision's trip: the session, membership and token
-        # are checked, then the call is decided and recorded (one trip, not four).
-        view = _admitted_view(ctx, claims)
-        if not isinstance(name, str) or not isinstance(arguments, dict):
-            raise _refuse(
-                ctx,
-                view,
-                kind,
-                "invalid_params",
-                "tools/call needs a tool name and object arguments.",
-            )
-        if not ctx.can_act:
-            # Decided (and audited) before anything else: a viewer's view neither refreshes
-            # the catalogue nor stores or broadcasts a refused call.
-            raise _deny(
-                _authorize_view(
-                    ctx, view, kind, tool_name=name, extra={"refused_before_call": True}
-                )
-            )
-        return tool_calls.CallRequest(
-            thread=ctx.thread,
-            server=view.server,
-            tool_name=name,
-            arguments=arguments,
-            origin="app_view",
-            user=ctx.user,
-            role=ctx.membership.role,
-            parent_view=view,
-            action_kind=kind,
-        )
-
-    try:
-        call = await tool_calls.tool_call_start(request)
-    except tool_calls.ToolCallRefused as exc:
-        # Past the caps on pending approvals (audited by the service): asked nothing.
-        raise ViewRequestError(exc.code, exc.message, RATE_LIMITED, audited=True) from exc
-    if call.status not in waiters.FINAL:
-        payload = await waiters.wait_final(
-            call_id=call.pk,
-            thread_id=ctx.thread.pk,
-            timeout=VIEW_CALL_WAIT,
-            read_final=database_sync_to_async(lambda: _final_payload(call.pk)),
-            runs_here=runtime.is_running(tool_calls.task_key(call.pk)),
-        )
-        if payload is None:
-            raise ViewRequestError("timeout", "The tool call is still waiting.")
-    else:
-        payload = await database_sync_to_async(_final_payload)(call.pk)
-        assert payload is not None
-    if payload["status"] in (ToolCallStatus.REJECTED, ToolCallStatus.CANCELLED):
-        error = payload.get("error") or {}
-        raise ViewRequestError(
-            error.get("code", payload["status"]), error.get("message", "The call was refused.")
-        )
-    if payload["status"] == ToolCallStatus.ERROR and not payload.get("result"):
-        error = payload.get("error") or {}
-        raise ViewRequestError(error.get("code", "error"), error.get("message", "The call failed."))
-    return call_tool_result(payload["result"]) or {"content": [], "isError": True}
-
-
-def view_call_key(channel_name: str, rid: Any) -> str:
-    """The task answering one of a socket's view tools/call requests."""
-    return f"view-call:{channel_name}:{rid}"
-
-
-def view_calls_cancel(channel_name: str) -> int:
-    """A socket closed: its views' pending tools/call requests stop waiting (their waiters
-    leave, and a call's shared watcher stops with its last waiter). The calls themselves
-    stay as they are: a pending approval can still be decided, and its result is stored."""
-    prefix = view_call_key(channel_name, "")
-    return sum(runtime.cancel(key) for key in runtime.running() if key.startswith(prefix))
-
-
-def _final_payload(call_id: int) -> dict[str, Any] | None:
-    call = tool_calls_queryset().get(pk=call_id)
-    return serialize_tool_call(call) if call.status in waiters.FINAL else None
-
-
-async def _resources(ctx, view: ToolCall, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    method = row.name
     uri = params.get("uri")
     auth = await database_sync_to_async(_authorize_view)(
-        ctx, view, ActionKind.RESOURCE_READ, extra={"method": method, "uri": str(uri)[:300]}
+        ctx, view, _kind(row, params), extra={"method": method, "uri": str(uri)[:300]}
     )
     if not auth.allowed:
         raise _deny(auth)
@@ -417,11 +303,22 @@ def _content_text(content: Any) -> str:
     return "\n\n".join(texts).strip()
 
 
-def _ui_message(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]:
+@handles("ui/message")
+async def _ui_message(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
+    reply = await database_sync_to_async(_ui_message_decide)(ctx, view, _kind(row, params), params)
+    if not reply:
+        await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
+    return reply
+
+
+def _ui_message_decide(
+    ctx, view: ToolCall, kind: ActionKind, params: dict[str, Any]
+) -> dict[str, Any]:
     """``{}`` when posted (a turn may start), or ``{"confirm": card}``: what the host's
     message card shows until the member presses Send (``view.message_decide``)."""
     text = _content_text(params.get("content"))
-    kind = _kind("ui/message", params, ActionKind.UI_MESSAGE)
     if not text:
         raise _refuse(ctx, view, kind, "invalid_params", "ui/message needs text content.")
     if len(text) > 8000:
@@ -456,9 +353,16 @@ def _refuse_oversized(
         raise _refuse(ctx, view, kind, "too_large", message, POLICY_DENIED)
 
 
-def _update_model_context(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+@handles("ui/update-model-context")
+async def _update_model_context(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
+    await database_sync_to_async(_model_context_set)(ctx, view, _kind(row, params), params)
+    return {}
+
+
+def _model_context_set(ctx, view: ToolCall, kind: ActionKind, params: dict[str, Any]) -> None:
     context = {k: params[k] for k in ("content", "structuredContent") if k in params}
-    kind = ActionKind.UI_UPDATE_MODEL_CONTEXT
     _refuse_oversized(ctx, view, kind, context, MAX_MODEL_CONTEXT_BYTES, "Model context")
     auth = app_views.app_view_model_context_set(
         view=view, user=ctx.user, role=ctx.membership.role, thread=ctx.thread, context=context
@@ -467,19 +371,23 @@ def _update_model_context(ctx, view: ToolCall, params: dict[str, Any]) -> None:
         raise _deny(auth)
 
 
-def _open_link(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+@handles("ui/open-link")
+async def _open_link(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
     url = params.get("url")
-    auth = _authorize_view(
-        ctx,
-        view,
-        _kind("ui/open-link", params, ActionKind.UI_OPEN_LINK),
-        url=url if isinstance(url, str) else "",
+    auth = await database_sync_to_async(_authorize_view)(
+        ctx, view, _kind(row, params), url=url if isinstance(url, str) else ""
     )
     if not auth.allowed:
         raise _deny(auth)
+    return {}
 
 
-def _display_mode(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]:
+@handles("ui/request-display-mode")
+async def _display_mode(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
     mode = params.get("mode")
     current = (
         params.get("current")
@@ -490,10 +398,10 @@ def _display_mode(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]
     declared = (
         tuple(m for m in declared if isinstance(m, str)) if isinstance(declared, list) else None
     )
-    auth = _authorize_view(
+    auth = await database_sync_to_async(_authorize_view)(
         ctx,
         view,
-        ActionKind.UI_REQUEST_DISPLAY_MODE,
+        _kind(row, params),
         display_mode=mode if isinstance(mode, str) else "",
         available_display_modes=declared,
         # How the person let it happen (the host's word, F14): a click or key in the frame
@@ -503,24 +411,33 @@ def _display_mode(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]
     return {"mode": mode if auth.allowed else current}
 
 
-def _download(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+@handles("ui/download-file")
+async def _download(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
+    await database_sync_to_async(_download_decide)(ctx, view, _kind(row, params), params)
+    return {}
+
+
+def _download_decide(ctx, view: ToolCall, kind: ActionKind, params: dict[str, Any]) -> None:
     contents = params.get("contents")
     if not isinstance(contents, list) or not contents:
-        raise _refuse(
-            ctx,
-            view,
-            ActionKind.UI_DOWNLOAD_FILE,
-            "invalid_params",
-            "ui/download-file needs contents.",
-        )
-    auth = _authorize_view(ctx, view, ActionKind.UI_DOWNLOAD_FILE, extra={"items": len(contents)})
+        raise _refuse(ctx, view, kind, "invalid_params", "ui/download-file needs contents.")
+    auth = _authorize_view(ctx, view, kind, extra={"items": len(contents)})
     if not auth.allowed:
         raise _deny(auth)
 
 
-def _set_widget_state(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+@handles("atrium/setWidgetState")
+async def _set_widget_state(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
+    await database_sync_to_async(_widget_state_set)(ctx, view, _kind(row, params), params)
+    return {}
+
+
+def _widget_state_set(ctx, view: ToolCall, kind: ActionKind, params: dict[str, Any]) -> None:
     state = params.get("state")
-    kind = ActionKind.WIDGET_STATE
     _refuse_oversized(ctx, view, kind, state, MAX_WIDGET_STATE_BYTES, "Widget state")
     auth = app_views.app_view_widget_state_set(
         view=view, user=ctx.user, role=ctx.membership.role, thread=ctx.thread, state=state
@@ -529,118 +446,78 @@ def _set_widget_state(ctx, view: ToolCall, params: dict[str, Any]) -> None:
         raise _deny(auth)
 
 
-def _request_modal(ctx, view: ToolCall, params: dict[str, Any]) -> dict[str, Any]:
+@handles("openai/requestModal")
+async def _request_modal(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
     """Apps SDK requestModal: decided and audited like every view request. The host titles
     the dialog with the app's name; the app's own title is only shown as its text."""
     title = params.get("title")
     title = " ".join(title.split())[:120] if isinstance(title, str) else ""
-    auth = _authorize_view(ctx, view, ActionKind.APPS_SDK_REQUEST_MODAL, extra={"title": title})
+    auth = await database_sync_to_async(_authorize_view)(
+        ctx, view, _kind(row, params), extra={"title": title}
+    )
     if not auth.allowed:
         raise _deny(auth)
     return {"appName": view.server.name, "title": title}
 
 
-async def _limit(ctx: ActionContext, buckets: list[tuple[str, str]], what: str) -> None:
-    verdict = await take_tokens(ctx, buckets)
-    if not verdict.allowed:
-        error = rate_limited_error(verdict, what)
-        raise ViewRequestError(
-            error.code, error.message, RATE_LIMITED, audited=True, details=error.details
-        )
+@handles("ping")
+async def _ping(ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]):
+    return {}
+
+
+@handles("tools/call")
+def _tools_call(
+    ctx: ActionContext, claims: ViewToken | None, row: ViewMethod, msg: dict[str, Any]
+) -> None:
+    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    app_view_tool_call(ctx, claims, msg, _kind(row, params))
 
 
 async def _limit_view_requests(ctx: ActionContext, claims: ViewToken | None) -> None:
     """Before any database work: every request of a view, and of a person, is rate limited."""
-    await _limit(
+    await view_limit(
         ctx,
         [
-            ("user_view_request", str(ctx.user.pk)),
-            ("view_request", str(claims.call_id if claims else "invalid")),
+            (USER_VIEW_REQUEST.name, str(ctx.user.pk)),
+            (VIEW_REQUEST.name, str(claims.call_id if claims else "invalid")),
         ],
         "requests from this view",
     )
 
 
-async def _dispatch(ctx: ActionContext, view: ToolCall, method: str, params: dict[str, Any]):
-    db = database_sync_to_async
-    if method in ("resources/read", "resources/list", "resources/templates/list", "prompts/list"):
-        return await _resources(ctx, view, method, params)
-    if method == "ui/message":
-        reply = await db(_ui_message)(ctx, view, params)
-        if not reply:
-            await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
-        return reply
-    if method == "ui/update-model-context":
-        await _limit(ctx, [("view_model_context", str(view.pk))], "model context updates")
-        await db(_update_model_context)(ctx, view, params)
-        return {}
-    if method == "openai/requestModal":
-        return await db(_request_modal)(ctx, view, params)
-    if method == "ui/open-link":
-        await db(_open_link)(ctx, view, params)
-        return {}
-    if method == "ui/request-display-mode":
-        return await db(_display_mode)(ctx, view, params)
-    if method == "ui/download-file":
-        await db(_download)(ctx, view, params)
-        return {}
-    if method == "atrium/setWidgetState":
-        await _limit(ctx, [("view_widget_state", str(view.pk))], "widget state updates")
-        await db(_set_widget_state)(ctx, view, params)
-        return {}
-    if method == "ping":
-        return {}
-    raise ViewRequestError(
-        "method_not_found", f"Unknown method '{method[:80]}'.", JSONRPC_METHOD_NOT_FOUND
-    )
+async def _dispatch(ctx: ActionContext, view: ToolCall, name: str, params: dict[str, Any]):
+    """A request of an admitted view, by its row in the table."""
+    row = view_method(name, "request")
+    handler = VIEW_HANDLERS.get(row.name) if row and not row.deferred else None
+    if row is None or handler is None:  # unknown, or the browser's own (side "host")
+        raise ViewRequestError(
+            "method_not_found", f"Unknown method '{name[:80]}'.", JSONRPC_METHOD_NOT_FOUND
+        )
+    if row.bucket is not None:
+        key = view.pk if row.bucket.per == "view" else ctx.user.pk
+        await view_limit(ctx, [(row.bucket.name, str(key))], row.bucket.what)
+    return await handler(ctx, view, row, params)
 
 
 @action("view.request", admits_itself=True)
 async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
-    method = msg.get("method")
+    name = msg.get("method")
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-    if not isinstance(method, str):
+    if not isinstance(name, str):
         raise ViewRequestError("invalid_request", "A view request needs a method.", -32600)
     claims = read_view_token(msg.get("token"))
     await _limit_view_requests(ctx, claims)
-    if method != "tools/call" or not _token_is_this_sockets(ctx, claims):
-        # A forged or foreign token is refused here, answered before the socket's next frame.
-        view = await database_sync_to_async(_admitted_view)(ctx, claims)
-        return await _dispatch(ctx, view, method, params)
-
-    # A tool call may wait (approval, a slow tool): answer from a task, keep the socket free.
-    rid = msg.get("rid")
-
-    async def answer() -> None:
-        try:
-            result = await _tools_call(ctx, claims, params)
-            reply = {"type": "reply", "rid": rid, "ok": True, "result": result}
-        except SessionEnded:
-            if ctx.end_session is not None:
-                await ctx.end_session(rid)
-            return
-        except ActionError as exc:
-            if not exc.audited:
-                await database_sync_to_async(refusal_record)(ctx, "view.request", exc.code)
-            reply = {"type": "reply", "rid": rid, "ok": False, "error": exc.to_dict()}
-        except Exception:
-            log.exception("view tools/call failed")
-            reply = {
-                "type": "reply",
-                "rid": rid,
-                "ok": False,
-                "error": {
-                    "code": "internal_error",
-                    "message": "The call failed.",
-                    "jsonrpcCode": -32603,
-                },
-            }
-        # The socket may have closed meanwhile; the result is stored anyway.
-        with contextlib.suppress(Exception):
-            await ctx.send(reply)
-
-    runtime.spawn(view_call_key(ctx.channel_name, rid), answer())
-    return DEFERRED
+    row = view_method(name, "request")
+    if row is not None and row.deferred and token_is_this_sockets(view_admission(ctx, claims)):
+        # It may wait (an approval, a slow tool): answered from a task, the socket stays
+        # free; its rate bucket is taken in that task.
+        VIEW_HANDLERS[row.name](ctx, claims, row, msg)
+        return DEFERRED
+    # A forged or foreign token is refused here, answered before the socket's next frame.
+    view = await database_sync_to_async(admitted_view)(ctx, claims)
+    return await _dispatch(ctx, view, name, params)
 
 
 DEFERRED = object()
@@ -701,21 +578,26 @@ async def view_notify(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]
     claims = read_view_token(msg.get("token"))
     await _limit_view_requests(ctx, claims)
 
+    row = view_method(method, "notification") if isinstance(method, str) else None
+    handler = VIEW_HANDLERS.get(row.name) if row else None
+
     def notified() -> None:
-        view = _admitted_view(ctx, claims)
-        if method == "notifications/message":
-            _log_message(ctx, view, params)
+        view = admitted_view(ctx, claims)
+        # Size and teardown reports are only admitted; the log is decided and audited.
+        if row is not None and handler is not None:
+            handler(ctx, view, row, params)
 
     await database_sync_to_async(notified)()
     return {}
 
 
-def _log_message(ctx, view: ToolCall, params: dict[str, Any]) -> None:
+@handles("notifications/message")
+def _log_message(ctx, view: ToolCall, row: ViewMethod, params: dict[str, Any]) -> None:
     level = params.get("level") if isinstance(params.get("level"), str) else "info"
     data = json.dumps(params.get("data"), default=str)[:2000]
     _authorize_view(
         ctx,
         view,
-        _kind("notifications/message", params, ActionKind.LOG_MESSAGE),
+        _kind(row, params),
         extra={"level": level[:20], "logger": str(params.get("logger", ""))[:100], "data": data},
     )

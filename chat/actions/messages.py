@@ -6,8 +6,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from .. import commands, services
+from .. import services
 from ..agent import start_turn
+from . import commands
 from .registry import (
     ActionContext,
     ActionError,

@@ -4,7 +4,7 @@ Handlers are registered with :func:`action` and receive an :class:`ActionContext
 check what they need (membership is re-read before every action: by the consumer, or by
 the handler itself in its first database trip with ``admits_itself``), call services through
 ``database_sync_to_async``, and return a reply payload (or None). Anything slow runs in a
-task (see :mod:`chat.runtime`), never inside the handler.
+task (see :mod:`chat.calls.runtime`), never inside the handler.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from bindings import ratelimit
-from bindings import services as audit_services
+from chat.services.refusals import action_record_refused, rate_limit_record
 
 from ..models import Membership, Thread
 from ..selectors import SessionPin, membership_for_session
@@ -90,7 +90,7 @@ def refusal_record(
 ) -> None:
     """Audit a refused action whose refusal is not audited yet, at a bounded rate per user
     (the service's `refusal_gate`): bad input must not become a flood of audit rows."""
-    audit_services.action_record_refused(
+    action_record_refused(
         user=ctx.user,
         workspace_id=ctx.thread.workspace_id,
         thread_id=ctx.thread.pk,
@@ -134,7 +134,7 @@ async def take_tokens(ctx: ActionContext, buckets: list[tuple[str, str]]) -> rat
         verdict = await ratelimit.take_async(kind, key)
         if not verdict.allowed:
             if verdict.audit:
-                await database_sync_to_async(audit_services.rate_limit_record)(
+                await database_sync_to_async(rate_limit_record)(
                     user=ctx.user,
                     workspace_id=ctx.thread.workspace_id,
                     thread_id=ctx.thread.pk,

@@ -10,13 +10,18 @@ from channels.db import database_sync_to_async
 from bindings.models import ApprovalRequest
 from bindings.policy import ActionKind
 from bindings.selectors import offered_tools
-from bindings.services import BindingError, request_record_refused, thread_catalogues_ensure
-from bindings.services import allowance_revoke as revoke
+from bindings.services.allowances import allowance_revoke as revoke
+from bindings.services.catalogues import thread_catalogues_ensure
+from bindings.services.errors import BindingError
+from chat.services.refusals import request_record_refused
 from mcp_bridge.models import McpServer
 
 from .. import agent
+from ..calls import approvals
+from ..calls.cancel import tool_call_stop
+from ..calls.requests import CallRequest
+from ..calls.run import tool_call_start
 from ..models import ToolCall, ToolCallStatus
-from ..services import approvals, tool_calls
 from .registry import (
     ActionContext,
     ActionError,
@@ -75,8 +80,8 @@ async def call_tool_as_user(
     verdict = await take_tokens(ctx, [("tool_call", str(ctx.user.pk))])
     if not verdict.allowed:
         raise rate_limited_error(verdict, "tool calls")
-    return await tool_calls.tool_call_start(
-        tool_calls.CallRequest(
+    return await tool_call_start(
+        CallRequest(
             thread=ctx.thread,
             server=server,
             tool_name=tool_name,
@@ -115,7 +120,7 @@ async def cancel_tool(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]
         raise ActionError("not_found", "That tool call is not in this thread.")
     if call.status not in CANCELLABLE:
         raise ActionError("not_running", "That tool call is not running.")
-    await tool_calls.tool_call_stop(call=call, user_id=ctx.user.pk, reason="cancelled_by_member")
+    await tool_call_stop(call=call, user_id=ctx.user.pk, reason="cancelled_by_member")
     return {"cancelled": True}
 
 

@@ -28,7 +28,7 @@ A turn:
    ``message`` event has status ``complete`` and the rendered HTML. A tool with a view gets
    its call row (status ``streaming``, so its view mounts) as soon as the model starts the
    call; the partial arguments are stored on it, and the decision fills that row in.
-3. Runs the tool calls in order through ``tool_calls.tool_call_start(origin="model")`` —
+3. Runs the tool calls in order through ``chat.calls.run.tool_call_start(origin="model")`` —
    the same policy and approval flow as every other call — and waits for each to end
    (an approval may take up to ``ATRIUM_APPROVAL_TTL``); a refused call's reason goes back
    to the model as an error result.

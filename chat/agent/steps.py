@@ -18,6 +18,8 @@ from bindings.selectors import OfferedTool
 from mcp_bridge import gateway
 from mcp_bridge.errors import BridgeError
 
+from ..calls.cancel import tool_call_cancel
+from ..calls.input import tool_call_open_input, tool_call_record_input
 from ..models import MessageStatus
 from ..partial_json import repair_partial_json
 from ..providers.base import (
@@ -29,7 +31,7 @@ from ..providers.base import (
     ToolCallDelta,
     ToolCallStart,
 )
-from ..services import tool_calls, turn_lease, turns
+from ..services import turn_lease, turns
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +223,7 @@ class _StepOutput:
         except BridgeError as exc:
             log.info("no view for %s while it streams: %s", offered.tool.name, exc)
             return
-        call = await database_sync_to_async(tool_calls.tool_call_open_input)(
+        call = await database_sync_to_async(tool_call_open_input)(
             thread_id=self.thread_id,
             server=server,
             tool_name=offered.tool.name,
@@ -238,7 +240,7 @@ class _StepOutput:
         """Calls whose arguments never completed (or that will not run) end cancelled."""
         stopper = _turn_stopper(self.thread_id)
         for call_id in list(call_ids):
-            await database_sync_to_async(tool_calls.tool_call_cancel)(
+            await database_sync_to_async(tool_call_cancel)(
                 call_id=call_id,
                 actor_user_id=stopper,
                 reason=reason or ("turn_cancelled" if stopper is not None else "input_abandoned"),
@@ -263,7 +265,7 @@ class _StepOutput:
             "arguments": arguments,
         }
         if partial.call_id is not None and isinstance(arguments, dict):
-            await database_sync_to_async(tool_calls.tool_call_record_input)(
+            await database_sync_to_async(tool_call_record_input)(
                 call_id=partial.call_id,
                 thread_id=self.thread_id,
                 arguments=arguments,

@@ -11,10 +11,13 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from .. import runtime, waiters
+from ..calls import runtime
+from ..calls.cancel import tool_call_stop
+from ..calls.requests import CallRequest, task_key
+from ..calls.run import tool_call_start
 from ..models import Message, ToolCall, ToolCallStatus
 from ..providers.base import AssistantTurn, ConversationItem, ToolCallComplete, ToolResult, ToolUse
-from ..services import tool_calls
+from ..realtime import waiters
 from .context import TurnContext, result_for_model
 from .steps import _StepOutput, _turn_stopper
 
@@ -78,8 +81,8 @@ async def _run_tool(
         if row is not None:
             await output.abandon_rows([row], reason="input_abandoned")
         return use, ToolResult(call_id, complete.name, problem, is_error=True)
-    call = await tool_calls.tool_call_start(
-        tool_calls.CallRequest(
+    call = await tool_call_start(
+        CallRequest(
             thread=ctx.thread,
             server=offered.tool.server,
             tool_name=offered.tool.name,
@@ -99,7 +102,7 @@ async def _run_tool(
         fresh = await asyncio.shield(database_sync_to_async(_call)(call.pk))
         if fresh.status in (ToolCallStatus.RUNNING, ToolCallStatus.STREAMING):
             await asyncio.shield(
-                tool_calls.tool_call_stop(
+                tool_call_stop(
                     call=fresh, user_id=_turn_stopper(ctx.thread.pk), reason="turn_cancelled"
                 )
             )
@@ -131,7 +134,7 @@ async def wait_for_call(call: ToolCall) -> ToolCall:
             thread_id=call.thread_id,
             timeout=timeout,
             read_final=database_sync_to_async(lambda: _final_payload(call.pk)),
-            runs_here=runtime.is_running(tool_calls.task_key(call.pk)),
+            runs_here=runtime.is_running(task_key(call.pk)),
         )
     return await database_sync_to_async(_call)(call.pk)
 

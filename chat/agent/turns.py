@@ -12,12 +12,13 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from bindings.services import thread_catalogues_ensure
+from bindings.services.catalogues import thread_catalogues_ensure
 
-from .. import runtime
+from ..calls import runtime
 from ..models import Membership, Message, MessageRole, MessageStatus, Role, Thread
 from ..providers import config_for, provider_for
 from ..providers.base import AssistantTurn, ProviderConfig, ProviderError, ProviderRequest
+from ..providers.registry import DIRECT
 from ..services import turn_lease, turns
 from .context import load_context
 from .steps import _notice, _StepOutput, _stopped_by
@@ -37,7 +38,7 @@ async def start_turn(*, thread: Any, user: Any, role: str | None) -> None:
     if role not in ACTING_ROLES or user is None:
         return None
     config = await database_sync_to_async(_config_for_thread)(thread.pk)
-    if config is None or config.kind == "direct":
+    if config is None or config.kind == DIRECT:
         return None
     _request_turn(thread.pk, user, role)
     return None
@@ -227,7 +228,7 @@ async def _run_turn(*, thread_id: int, user: Any, role: str, supersedable: bool)
     thread = await database_sync_to_async(Thread.objects.get)(pk=thread_id)
     await thread_catalogues_ensure(thread=thread)  # a server bound but never listed yet
     ctx = await database_sync_to_async(load_context)(thread_id=thread_id, user=user, role=role)
-    if ctx.config.kind == "direct":
+    if ctx.config.kind == DIRECT:
         return ctx.seen_message_id
     user_id = getattr(user, "pk", None)
     try:

@@ -194,8 +194,6 @@ class EventReader:
 
 
 class AnthropicProvider:
-    name = "anthropic"
-
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
         base = (config.base_url or DEFAULT_BASE_URL).rstrip("/")

@@ -129,14 +129,12 @@ class ProviderError(Exception):
 
 
 class Provider(Protocol):
-    name: str
-
     def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]: ...
 
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    kind: str  # direct | openai | anthropic
+    kind: str  # a provider name (chat.providers.registry)
     model: str = ""
     base_url: str = ""
     api_key: str = ""

@@ -12,8 +12,6 @@ from .base import Finish, ProviderConfig, ProviderEvent, ProviderRequest
 
 
 class DirectProvider:
-    name = "direct"
-
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
 

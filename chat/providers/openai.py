@@ -206,8 +206,6 @@ class ChunkReader:
 
 
 class OpenAIProvider:
-    name = "openai"
-
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
         self.base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/")

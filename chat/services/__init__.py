@@ -3,13 +3,12 @@ each writing its audit row in the same transaction and broadcasting on commit.
 
 - ``workspaces``: workspaces, memberships, threads, people's and system messages (re-exported
   here: ``services.thread_create``…);
-- ``tool_calls``: deciding, running, finishing, cancelling and rejecting tool calls;
-- ``approvals``: deciding an approval, from any door;
 - ``turns``: assistant messages as they stream, and a turn's audit rows;
 - ``turn_lease``: one model turn per thread across processes;
 - ``app_views``: what an app view changes (its messages to the thread, its state).
 
-(``chat.media_services`` holds the media persistence services.)
+(``chat.media.services`` holds the media persistence services; ``chat.calls`` the tool-call
+pipeline and deciding an approval.)
 """
 
 from chat.services.workspaces import (

@@ -15,31 +15,55 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from audit.types import AuditEventType, Decision
 from audit.writer import record
-from bindings import services as authority
 from bindings.policy import ActionKind
+from bindings.ratelimit import refusal_gate
+from bindings.services.allowances import view_messages_allowance_grant, view_messages_allowed
+from bindings.services.authorize import (
+    Authorization,
+    Requester,
+    ViewActionRequest,
+    ViewOpening,
+    view_action_authorize,
+    view_open_authorize,
+)
+from bindings.services.csp_drops import csp_drops_record
 from chat.app_view_bridge import MessageProposal, effective_csp, sign_message_proposal
 from chat.models import Message, MessageRole, Thread, ToolCall
 from chat.presenters import serialize_message, serialize_tool_call
 from chat.providers import config_for
+from chat.providers.registry import DIRECT
+from chat.realtime.events import emit
 from chat.selectors import tool_calls_queryset
-from chat.thread_events import emit
 from mcp_bridge.csp import CspResult
 
 
 def app_view_authorize(
-    *, view: ToolCall, user: Any, role: str | None, thread: Thread, kind: ActionKind, **kwargs: Any
-) -> authority.Authorization:
+    *,
+    view: ToolCall,
+    user: Any,
+    role: str | None,
+    thread: Thread,
+    kind: ActionKind,
+    tool_name: str | None = None,
+    url: str | None = None,
+    display_mode: str | None = None,
+    available_display_modes: tuple[str, ...] | None = None,
+    recent_ui_messages: int = 0,
+    extra: dict[str, Any] | None = None,
+) -> Authorization:
     """Decide (and audit) one request of an app view, as the person it runs for."""
-    return authority.action_authorize(
-        action_kind=kind,
-        actor_kind="app_view",
-        user=user,
-        role=role,
-        thread=thread,
-        server_id=kwargs.pop("server_id", view.server_id),
-        view=view,
-        server_enabled=view.server.enabled,  # read with this request
-        **kwargs,
+    return view_action_authorize(
+        ViewActionRequest(
+            requester=Requester("app_view", user, role, thread),
+            action_kind=kind,
+            view=view,
+            tool_name=tool_name,
+            url=url,
+            display_mode=display_mode,
+            available_display_modes=available_display_modes,
+            recent_ui_messages=recent_ui_messages,
+            extra=extra or {},
+        )
     )
 
 
@@ -67,7 +91,7 @@ def _post_view_message(*, view: ToolCall, user: Any, thread: Thread, text: str) 
 
 def app_view_message_post(
     *, view: ToolCall, user: Any, role: str | None, thread: Thread, text: str, kind: ActionKind
-) -> tuple[authority.Authorization, Message | None]:
+) -> tuple[Authorization, Message | None]:
     """A view's ``ui/message``: a user message in the thread, within the binding's rate."""
     message = None
     with transaction.atomic():
@@ -91,14 +115,14 @@ def app_view_message_needs_card(*, view: ToolCall, thread: Thread) -> bool:
     Send on a host card, unless a member ticked "Always allow <app> to send messages in
     this thread". A ``direct`` workspace has no turns: its message is posted at once,
     labelled with the app, as before (nothing acts on it without a person)."""
-    if config_for(thread.workspace).kind == "direct":
+    if config_for(thread.workspace).kind == DIRECT:
         return False
-    return not authority.view_messages_allowed(binding_id=view.binding_id, thread=thread)
+    return not view_messages_allowed(binding_id=view.binding_id, thread=thread)
 
 
 def app_view_message_propose(
     *, view: ToolCall, user: Any, role: str | None, thread: Thread, text: str, kind: ActionKind
-) -> tuple[authority.Authorization, dict[str, Any] | None]:
+) -> tuple[Authorization, dict[str, Any] | None]:
     """A view's ``ui/message`` that needs its card: decided (and audited, as asked) now,
     posted only when the member presses Send. Returns what the card shows: the frozen
     text and the signed proposal that Send answers with."""
@@ -137,7 +161,7 @@ class MessageDecision:
     """What a card's Send or Dismiss did: ``outcome`` sent | dismissed | denied | spent."""
 
     outcome: str
-    auth: authority.Authorization | None = None
+    auth: Authorization | None = None
     message: Message | None = None
 
 
@@ -220,7 +244,7 @@ def app_view_message_decide(
         if not auth.allowed:
             return MessageDecision("denied", auth)
         if remember and view.binding_id is not None:
-            authority.view_messages_allowance_grant(
+            view_messages_allowance_grant(
                 binding_id=view.binding_id, thread=thread, granter=user, role=role
             )
         _decision_record(
@@ -236,7 +260,7 @@ def app_view_message_decide(
 
 def app_view_model_context_set(
     *, view: ToolCall, user: Any, role: str | None, thread: Thread, context: dict[str, Any]
-) -> authority.Authorization:
+) -> Authorization:
     """A view's ``ui/update-model-context``: last write wins, the next turn gets it."""
     with transaction.atomic():
         auth = app_view_authorize(
@@ -251,7 +275,7 @@ def app_view_model_context_set(
 
 def app_view_widget_state_set(
     *, view: ToolCall, user: Any, role: str | None, thread: Thread, state: Any
-) -> authority.Authorization:
+) -> Authorization:
     """A view's widget state (Apps SDK ``setWidgetState``), shown to every member."""
     with transaction.atomic():
         auth = app_view_authorize(
@@ -266,24 +290,23 @@ def app_view_widget_state_set(
 
 def app_view_open(
     *, call: ToolCall, user: Any, role: str | None, thread: Thread
-) -> tuple[authority.Authorization, CspResult | None]:
+) -> tuple[Authorization, CspResult | None]:
     """A member opens a call's app view: the resource read is decided (audited) and, when
     allowed, the view's CSP is built; every domain it drops is audited too."""
     resource = call.ui_resource
     assert resource is not None
     with transaction.atomic():
-        auth = authority.action_authorize(
-            action_kind=ActionKind.RESOURCE_READ,
-            actor_kind="user",
-            user=user,
-            role=role,
-            thread=thread,
-            server_id=call.server_id,
-            extra={"view": call.pk, "uri": resource.uri, "opened": True},
+        auth = view_open_authorize(
+            ViewOpening(
+                requester=Requester("user", user, role, thread),
+                server_id=call.server_id,
+                view_id=call.pk,
+                uri=resource.uri,
+            )
         )
         csp = effective_csp(resource, call.binding) if auth.allowed else None
         if csp is not None:  # audited once per resource content and binding, not per open
-            authority.csp_drops_record(
+            csp_drops_record(
                 binding_id=call.binding_id,
                 server_id=call.server_id,
                 workspace_id=thread.workspace_id,
@@ -298,7 +321,7 @@ def app_view_open(
 def app_view_token_rejected(*, user: Any, thread: Thread, reason: str) -> None:
     """Audit a view request whose token is invalid or not this person's in this thread
     (at a bounded rate per person: `refusal_gate`)."""
-    if (gate := authority.refusal_gate(user=user)) is None:
+    if (gate := refusal_gate(user=user)) is None:
         return
     record(
         event_type=AuditEventType.VIEW_TOKEN_REJECTED,

@@ -38,7 +38,7 @@ from audit.types import AuditEventType, Decision
 from audit.writer import record
 from chat.models import Message, MessageRole, MessageStatus, Thread, TurnLease
 from chat.presenters import serialize_message
-from chat.thread_events import emit
+from chat.realtime.events import emit
 
 LEASE_TTL = timedelta(seconds=30)
 RENEW_EVERY = 10.0  # seconds; well inside LEASE_TTL

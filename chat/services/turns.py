@@ -2,7 +2,7 @@
 
 Every function is a keyword-only sync service (called from the agent loop through
 ``database_sync_to_async``); each stores its change and its thread event in one transaction
-(events broadcast on commit, see :func:`chat.thread_events.emit`). Finished assistant messages and
+(events broadcast on commit, see :func:`chat.realtime.events.emit`). Finished assistant messages and
 provider failures are written to the audit log with the model as the actor.
 
 Event shapes added here (see the agent's module docstring for the whole flow):
@@ -27,8 +27,8 @@ from audit.types import AuditEventType, Decision
 from audit.writer import record
 from chat.models import Message, MessageRole, MessageStatus, Thread
 from chat.presenters import serialize_message
+from chat.realtime.events import emit
 from chat.services.turn_lease import check_fence, check_not_superseded
-from chat.thread_events import emit
 
 ASSISTANT_LABEL = "Assistant"
 

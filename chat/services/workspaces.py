@@ -10,8 +10,8 @@ from audit.types import AuditEventType, Decision
 from audit.writer import record
 from chat.models import Membership, Message, MessageRole, MessageStatus, Role, Thread, Workspace
 from chat.presenters import serialize_message
+from chat.realtime.events import emit
 from chat.selectors import thread_allowances
-from chat.thread_events import emit
 
 MAX_MESSAGE_CHARS = 20_000
 

@@ -49,13 +49,11 @@ ATRIUM_MAX_WS_MESSAGE = env_int("ATRIUM_MAX_WS_MESSAGE", 1024 * 1024)
 # ("user_*", "tool_call" — which also bounds the approval requests and waits a person
 # can cause —, "message") or per view ("view_*"); shared
 # across processes through Redis in production. ATRIUM_RATE_LIMITS (JSON, same shape)
-# overrides single kinds, e.g. for a load test.
+# overrides single kinds, e.g. for a load test. The view bridge's own buckets
+# (view_request, user_view_request, view_model_context, view_widget_state) have their
+# defaults in its table, chat/actions/view_methods.py; they are overridden the same way.
 ATRIUM_RATE_LIMITS = {
-    "view_request": (60, 20.0),  # any request of one view
-    "user_view_request": (120, 40.0),  # any view request of one person, all views together
     "tool_call": (30, 5.0),  # tool calls a person starts (/call, views, the tool picker)
-    "view_widget_state": (20, 2.0),
-    "view_model_context": (20, 2.0),
     "message": (20, 1.0),  # chat messages one person posts
     "tools_list": (10, 0.5),  # tool pickers opened (each may refresh catalogues)
     "approval_decide": (20, 2.0),  # approval decisions one person sends

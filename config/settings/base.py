@@ -16,6 +16,8 @@ INSTALLED_APPS = [
     "mcp_bridge",
     "bindings",
     "chat",
+    "audit_review",
+    "config",  # the deploy checks (config/apps.py)
 ]
 
 MIDDLEWARE = [

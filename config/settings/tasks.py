@@ -20,7 +20,7 @@ else:
     # Redis keeps a delivered, unacknowledged message (acks late) for this long before
     # another worker may take it: a worker killed mid-task (SIGKILL, OOM) has its task
     # finished by another one after that. Longer than the longest task (TIME_LIMIT in
-    # chat/tasks.py, 150 s), or a slow task would run twice (tasks are idempotent).
+    # chat/media/tasks.py, 150 s), or a slow task would run twice (tasks are idempotent).
     _visibility = env_int("ATRIUM_BROKER_VISIBILITY_TIMEOUT", 600)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": _visibility,
@@ -38,6 +38,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 300
 CELERY_TASK_SOFT_TIME_LIMIT = 240
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Autodiscovery imports each app's `tasks` module (chat.tasks: the beat sweeps); task
+# modules of sub-packages are named here. The media tasks keep their first names
+# ("chat.tasks.…", queued messages and the schedule below use them).
+CELERY_IMPORTS = ["chat.media.tasks"]
 
 # Celery beat (a process of its own: `make run`, the fleet) runs the periodic sweeps; each
 # task is idempotent, so a second beat or a late run does no harm.

@@ -8,26 +8,26 @@ import { calls, canAct, els, snapshot, thread } from "./thread_state.js";
 
 export function applyApproval(data) {
   if (!data) return;
-  var call = data.toolCallId !== undefined ? calls.get(data.toolCallId) : null;
+  let call = data.toolCallId !== undefined ? calls.get(data.toolCallId) : null;
   if (!call) {
     calls.forEach(function (c) {
       if (c.approval && c.approval.id === data.id) call = c;
     });
   }
   if (!call) return;
-  var merged = Object.assign({}, call.approval || {}, data);
+  const merged = Object.assign({}, call.approval || {}, data);
   delete merged.toolCallId;
   call.approval = merged;
   placeCall(call);
 }
 
-var allowances = snapshot.allowances || [];
-var allowancesEl = null;
+let allowances = snapshot.allowances || [];
+let allowancesEl = null;
 
 export function applyAllowances(list) {
   if (Array.isArray(list)) allowances = list;
-  var open = allowancesEl ? allowancesEl.open : false;
-  var fresh = renderAllowances(allowances, { canAct: canAct(), isOwner: thread.role === "owner" });
+  const open = allowancesEl ? allowancesEl.open : false;
+  const fresh = renderAllowances(allowances, { canAct: canAct(), isOwner: thread.role === "owner" });
   fresh.id = "allowances";
   fresh.open = open;
   if (allowancesEl) allowancesEl.replaceWith(fresh);
@@ -40,13 +40,13 @@ function idValue(raw) {
   return /^\d+$/.test(raw) ? Number(raw) : raw;
 }
 
-var DECISIONS = { approve: 1, allow_thread: 1, allow_workspace: 1, reject: 1 };
+const DECISIONS = { approve: 1, allow_thread: 1, allow_workspace: 1, reject: 1 };
 
 export function onTimelineAction(event) {
-  var btn = event.target instanceof Element ? event.target.closest("button[data-action]") : null;
+  const btn = event.target instanceof Element ? event.target.closest("button[data-action]") : null;
   if (!btn) return;
-  var action = btn.dataset.action;
-  var msg = null;
+  const action = btn.dataset.action;
+  let msg = null;
   if (DECISIONS[action]) {
     msg = { type: "approval.decide", approvalId: idValue(btn.dataset.approvalId), decision: action };
   } else if (action === "revoke-allowance") {
@@ -57,14 +57,14 @@ export function onTimelineAction(event) {
     msg = { type: "turn.cancel" };
   } else if (action === "retry-tool") {
     // After connecting a server: the same call again, as the viewer (a new, audited call).
-    var failed = calls.get(idValue(btn.dataset.toolCallId));
+    const failed = calls.get(idValue(btn.dataset.toolCallId));
     if (!failed) return;
     msg = { type: "tool.call", server: failed.server.slug, tool: failed.tool, arguments: failed.arguments || {} };
   } else {
     return;
   }
   if (!canAct()) return;
-  var group = btn.parentNode.querySelectorAll("button");
+  const group = btn.parentNode.querySelectorAll("button");
   group.forEach(function (b) {
     b.disabled = true;
   });

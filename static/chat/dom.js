@@ -104,11 +104,11 @@ export function icon(name, cls) {
 }
 
 export function logoMark() {
-  var svg = document.createElementNS(SVG_NS, "svg");
+  const svg = document.createElementNS(SVG_NS, "svg");
   svg.setAttribute("viewBox", "0 0 32 32");
   svg.setAttribute("class", "logo-inline");
   svg.setAttribute("aria-hidden", "true");
-  var path = document.createElementNS(SVG_NS, "path");
+  const path = document.createElementNS(SVG_NS, "path");
   path.setAttribute("d", "M9 23 16 8l7 15M11.8 17.5h8.4");
   svg.appendChild(path);
   return svg;

@@ -1,50 +1,50 @@
 /* Dates, sizes, durations and names as the timeline shows them (the browser's locale). */
 
-var timeFmt = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" });
-var fullFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "short" });
-var dayFmt = new Intl.DateTimeFormat(undefined, { weekday: "long", month: "long", day: "numeric" });
-var dayYearFmt = new Intl.DateTimeFormat(undefined, { month: "long", day: "numeric", year: "numeric" });
-var rtf = typeof Intl.RelativeTimeFormat === "function" ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
+const timeFmt = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" });
+const fullFmt = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "short" });
+const dayFmt = new Intl.DateTimeFormat(undefined, { weekday: "long", month: "long", day: "numeric" });
+const dayYearFmt = new Intl.DateTimeFormat(undefined, { month: "long", day: "numeric", year: "numeric" });
+const rtf = typeof Intl.RelativeTimeFormat === "function" ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
 
 export function toDate(iso) {
-  var d = iso instanceof Date ? iso : new Date(iso);
+  const d = iso instanceof Date ? iso : new Date(iso);
   return isNaN(d.getTime()) ? null : d;
 }
 export function formatTime(iso) {
-  var d = toDate(iso);
+  const d = toDate(iso);
   return d ? timeFmt.format(d) : "";
 }
 export function formatFull(iso) {
-  var d = toDate(iso);
+  const d = toDate(iso);
   return d ? fullFmt.format(d) : "";
 }
 export function dayKey(iso) {
-  var d = toDate(iso);
+  const d = toDate(iso);
   return d ? d.getFullYear() + "-" + d.getMonth() + "-" + d.getDate() : "";
 }
 export function formatDay(iso) {
-  var d = toDate(iso);
+  const d = toDate(iso);
   if (!d) return "";
-  var today = new Date();
-  var yesterday = new Date(today.getFullYear(), today.getMonth(), today.getDate() - 1);
+  const today = new Date();
+  const yesterday = new Date(today.getFullYear(), today.getMonth(), today.getDate() - 1);
   if (dayKey(d) === dayKey(today)) return "Today";
   if (dayKey(d) === dayKey(yesterday)) return "Yesterday";
   return (d.getFullYear() === today.getFullYear() ? dayFmt : dayYearFmt).format(d);
 }
 export function formatRelative(iso) {
-  var d = toDate(iso);
+  const d = toDate(iso);
   if (!d) return "";
-  var seconds = Math.round((d.getTime() - Date.now()) / 1000);
-  var abs = Math.abs(seconds);
-  var units = [
+  const seconds = Math.round((d.getTime() - Date.now()) / 1000);
+  const abs = Math.abs(seconds);
+  const units = [
     ["day", 86400],
     ["hour", 3600],
     ["minute", 60],
     ["second", 1],
   ];
-  for (var i = 0; i < units.length; i++) {
+  for (let i = 0; i < units.length; i++) {
     if (abs >= units[i][1] || units[i][0] === "second") {
-      var value = Math.round(seconds / units[i][1]);
+      const value = Math.round(seconds / units[i][1]);
       return rtf ? rtf.format(value, units[i][0]) : value + " " + units[i][0] + "s";
     }
   }
@@ -53,9 +53,9 @@ export function formatRelative(iso) {
 export function formatBytes(n) {
   if (typeof n !== "number" || !isFinite(n) || n < 0) return "";
   if (n < 1024) return n + " B";
-  var units = ["KB", "MB", "GB", "TB"];
-  var value = n;
-  var i = -1;
+  const units = ["KB", "MB", "GB", "TB"];
+  let value = n;
+  let i = -1;
   do {
     value /= 1024;
     i++;
@@ -71,32 +71,32 @@ export function formatLatency(ms) {
 }
 export function formatDuration(seconds) {
   if (typeof seconds !== "number" || !isFinite(seconds)) return "";
-  var m = Math.floor(seconds / 60);
-  var s = Math.round(seconds % 60);
+  const m = Math.floor(seconds / 60);
+  const s = Math.round(seconds % 60);
   return m + ":" + (s < 10 ? "0" : "") + s;
 }
 export function initials(name) {
-  var words = String(name || "?")
+  const words = String(name || "?")
     .trim()
     .split(/[\s._-]+/)
     .filter(Boolean);
   if (!words.length) return "?";
-  var first = Array.from(words[0])[0] || "?";
-  var second = words.length > 1 ? Array.from(words[words.length - 1])[0] || "" : "";
+  const first = Array.from(words[0])[0] || "?";
+  const second = words.length > 1 ? Array.from(words[words.length - 1])[0] || "" : "";
   return (first + second).toUpperCase();
 }
 export function strHash(s) {
-  var n = 5381;
-  for (var i = 0; i < s.length; i++) n = ((n * 33) ^ s.charCodeAt(i)) >>> 0;
+  let n = 5381;
+  for (let i = 0; i < s.length; i++) n = ((n * 33) ^ s.charCodeAt(i)) >>> 0;
   return n.toString(36) + "-" + s.length;
 }
 export function hueClass(key) {
-  var n;
+  let n;
   if (typeof key === "number") n = key;
   else {
     n = 0;
-    var s = String(key || "");
-    for (var i = 0; i < s.length; i++) n = (n * 31 + s.charCodeAt(i)) >>> 0;
+    const s = String(key || "");
+    for (let i = 0; i < s.length; i++) n = (n * 31 + s.charCodeAt(i)) >>> 0;
   }
   return "hue-" + (Math.abs(n) % 10);
 }

@@ -2,7 +2,7 @@
 
 export function readThreadSnapshot(root) {
   try {
-    var embedded = document.getElementById("thread-snapshot");
+    const embedded = document.getElementById("thread-snapshot");
     if (embedded) return JSON.parse(embedded.textContent);
   } catch (e) {
     console.error("Atrium: the thread snapshot could not be read", e);

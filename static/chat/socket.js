@@ -10,7 +10,7 @@ export const CAPS = ["interactiveToolUi"];
 let lastSeq = Number(snapshot.lastSeq) || 0;
 let capabilities = CAPS.slice();
 let hooks = { applyEvent: function () {}, onRole: function () {}, onAccessLost: function () {} };
-var listeners = {};
+const listeners = {};
 
 /** Listen to an event kind or frame type; returns the unsubscribe function. */
 export function on(kind, fn) {
@@ -36,13 +36,13 @@ export function socketStatus() {
   return { lastSeq: lastSeq, connected: connected, capabilities: capabilities.slice() };
 }
 
-var replayPending = false;
-var replayCounter = 0;
-var replayRetry = null;
+let replayPending = false;
+let replayCounter = 0;
+let replayRetry = null;
 // Why the server is about to close the socket (a `reply` with no request of ours, sent just
 // before close 4403): the page says it plainly instead of a raw error.
-var ENDING_CODES = ["membership_removed", "session_ended", "forbidden"];
-var endNotice = null;
+const ENDING_CODES = ["membership_removed", "session_ended", "forbidden"];
+let endNotice = null;
 
 function handleEvent(frame) {
   if (typeof frame.seq !== "number") return;
@@ -66,26 +66,26 @@ function requestReplay() {
 /** A refused `replay` (rate-limited): ask again once a token is back. */
 function onReplayRefused(frame) {
   replayPending = false;
-  var details = (frame.error && frame.error.details) || {};
-  var wait = typeof details.retryAfter === "number" ? details.retryAfter : 5;
+  const details = (frame.error && frame.error.details) || {};
+  const wait = typeof details.retryAfter === "number" ? details.retryAfter : 5;
   clearTimeout(replayRetry);
   replayRetry = setTimeout(requestReplay, Math.max(250, wait * 1000));
 }
 
-var ws = null;
-var connected = false;
-var everConnected = false;
-var attempt = 0;
-var reconnectTimer = null;
-var pingTimer = null;
-var closedForGood = false;
-var queue = [];
-var pending = new Map();
-var ridCounter = 0;
-var REPLY_TIMEOUT_MS = 30000;
+let ws = null;
+let connected = false;
+let everConnected = false;
+let attempt = 0;
+let reconnectTimer = null;
+let pingTimer = null;
+let closedForGood = false;
+let queue = [];
+const pending = new Map();
+let ridCounter = 0;
+const REPLY_TIMEOUT_MS = 30000;
 
 function wsUrl() {
-  var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+  const scheme = location.protocol === "https:" ? "wss://" : "ws://";
   return scheme + location.host + "/ws/threads/" + encodeURIComponent(thread.id) + "/?caps=" + CAPS.join(",") + "&after=" + lastSeq;
 }
 
@@ -93,7 +93,7 @@ function setConn(state, text) {
   els.conn.dataset.state = state;
   els.conn.querySelector(".conn-text").textContent = text;
   // "ended": the page shows why in place of the composer (thread_page.js), not up here.
-  var showBanner = state === "reconnecting" || state === "offline";
+  const showBanner = state === "reconnecting" || state === "offline";
   els.banner.hidden = !showBanner;
   els.banner.classList.toggle("banner-error", state === "offline");
   els.banner.querySelector(".banner-text").textContent = state === "offline" ? text : "Reconnecting…";
@@ -106,7 +106,7 @@ function connect() {
   reconnectTimer = null;
   if (ws) return;
   if (!everConnected) setConn("connecting", "Connecting…");
-  var sock;
+  let sock;
   try {
     sock = new WebSocket(wsUrl());
   } catch (e) {
@@ -116,7 +116,7 @@ function connect() {
   ws = sock;
   sock.onmessage = function (event) {
     if (sock !== ws) return;
-    var frame;
+    let frame;
     try {
       frame = JSON.parse(event.data);
     } catch (e) {
@@ -132,7 +132,7 @@ function connect() {
 }
 
 function onDisconnected(code) {
-  var wasConnected = connected;
+  const wasConnected = connected;
   connected = false;
   replayPending = false;
   clearInterval(pingTimer);
@@ -147,7 +147,7 @@ function onDisconnected(code) {
   if (code === 4403 || code === 4404) {
     closedForGood = true;
     clearTimeout(replayRetry);
-    var notice = endNotice || { code: code === 4404 ? "not_found" : "forbidden", message: "" };
+    const notice = endNotice || { code: code === 4404 ? "not_found" : "forbidden", message: "" };
     setConn("ended", notice.code === "session_ended" ? "Signed out" : "No access");
     hooks.onAccessLost(notice.code, notice.message);
     return;
@@ -156,7 +156,7 @@ function onDisconnected(code) {
 }
 
 function scheduleReconnect() {
-  var delay = Math.min(15000, 500 * Math.pow(2, attempt)) * (0.8 + Math.random() * 0.4);
+  const delay = Math.min(15000, 500 * Math.pow(2, attempt)) * (0.8 + Math.random() * 0.4);
   attempt += 1;
   if (everConnected || attempt > 1) setConn("reconnecting", "Reconnecting…");
   clearTimeout(reconnectTimer);
@@ -211,7 +211,7 @@ function handleFrame(frame) {
       if (frame.type === "reply" && frame.ok === false && frame.error && ENDING_CODES.indexOf(frame.error.code) >= 0) {
         endNotice = frame.error; // the close that follows shows it
       }
-      var waiting = frame.rid !== undefined && frame.rid !== null ? pending.get(frame.rid) : null;
+      const waiting = frame.rid !== undefined && frame.rid !== null ? pending.get(frame.rid) : null;
       if (waiting) {
         pending.delete(frame.rid);
         clearTimeout(waiting.timer);
@@ -227,10 +227,10 @@ function handleFrame(frame) {
 }
 
 // The server's limit (hello.maxMessageBytes); until the first hello, its default.
-var maxMessageBytes = 1024 * 1024;
+let maxMessageBytes = 1024 * 1024;
 
 function encodedSize(frame) {
-  var text;
+  let text;
   try {
     text = JSON.stringify(frame);
   } catch (e) {
@@ -255,7 +255,7 @@ function sendRaw(frame) {
 }
 
 function flushQueue() {
-  var frames = queue;
+  const frames = queue;
   queue = [];
   frames.forEach(function (frame) {
     if (!frame.rid || pending.has(frame.rid)) sendRaw(frame);
@@ -266,16 +266,16 @@ function flushQueue() {
 /** Send an action; resolves with its reply. `opts.timeoutMs` lets a long wait (a view's
  *  tools/call waiting for an approval) outlast the default. */
 export function send(msg, opts) {
-  var timeoutMs = (opts && opts.timeoutMs) || REPLY_TIMEOUT_MS;
+  const timeoutMs = (opts && opts.timeoutMs) || REPLY_TIMEOUT_MS;
   return new Promise(function (resolve, reject) {
     if (!msg || typeof msg.type !== "string") {
       reject(new Error("Messages need a 'type'."));
       return;
     }
     ridCounter += 1;
-    var rid = "c" + ridCounter;
-    var frame = Object.assign({}, msg, { rid: rid });
-    var size = encodedSize(frame);
+    const rid = "c" + ridCounter;
+    const frame = Object.assign({}, msg, { rid: rid });
+    const size = encodedSize(frame);
     if (size > maxMessageBytes) {
       // Refused here, with an answer: the server would refuse it anyway, and a frame past
       // its transport limit would cost the whole connection (every view and the chat).
@@ -291,7 +291,7 @@ export function send(msg, opts) {
       });
       return;
     }
-    var entry = {
+    const entry = {
       resolve: resolve,
       reject: reject,
       sent: false,

@@ -13,14 +13,14 @@
 (function () {
   "use strict";
 
-  var KEY = "atrium-theme";
-  var PREFS = ["system", "light", "dark"];
-  var root = document.documentElement;
-  var media = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  const KEY = "atrium-theme";
+  const PREFS = ["system", "light", "dark"];
+  const root = document.documentElement;
+  const media = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
 
   function readPreference() {
     try {
-      var value = window.localStorage.getItem(KEY);
+      const value = window.localStorage.getItem(KEY);
       return PREFS.indexOf(value) >= 0 ? value : "system";
     } catch (e) {
       return "system";
@@ -33,21 +33,21 @@
   }
 
   function syncControls(pref, theme) {
-    var buttons = document.querySelectorAll("[data-theme-set]");
-    for (var i = 0; i < buttons.length; i++) {
+    const buttons = document.querySelectorAll("[data-theme-set]");
+    for (let i = 0; i < buttons.length; i++) {
       buttons[i].setAttribute("aria-pressed", String(buttons[i].getAttribute("data-theme-set") === pref));
     }
-    var toggles = document.querySelectorAll("[data-theme-toggle]");
-    for (var j = 0; j < toggles.length; j++) {
-      var label = theme === "dark" ? "Switch to light mode" : "Switch to dark mode";
+    const toggles = document.querySelectorAll("[data-theme-toggle]");
+    for (let j = 0; j < toggles.length; j++) {
+      const label = theme === "dark" ? "Switch to light mode" : "Switch to dark mode";
       toggles[j].setAttribute("aria-label", label);
       toggles[j].setAttribute("title", label);
     }
   }
 
   function apply(pref) {
-    var theme = resolve(pref);
-    var changed = root.getAttribute("data-theme") !== theme;
+    const theme = resolve(pref);
+    const changed = root.getAttribute("data-theme") !== theme;
     if (changed) {
       root.classList.add("theme-switching");
       window.requestAnimationFrame(function () {
@@ -80,7 +80,7 @@
   apply(readPreference());
 
   if (media) {
-    var onSystemChange = function () {
+    const onSystemChange = function () {
       if (readPreference() === "system") apply("system");
     };
     if (media.addEventListener) media.addEventListener("change", onSystemChange);
@@ -93,30 +93,30 @@
   // ---- shell -----------------------------------------------------------------------
 
   function setSidebar(open) {
-    var app = document.querySelector("[data-app]");
+    const app = document.querySelector("[data-app]");
     if (!app) return;
     app.classList.toggle("sidebar-open", open);
-    var toggles = document.querySelectorAll("[data-sidebar-toggle]");
-    for (var i = 0; i < toggles.length; i++) {
+    const toggles = document.querySelectorAll("[data-sidebar-toggle]");
+    for (let i = 0; i < toggles.length; i++) {
       toggles[i].setAttribute("aria-expanded", String(open));
     }
     if (open) {
-      var first = document.querySelector("#sidebar a, #sidebar summary");
+      const first = document.querySelector("#sidebar a, #sidebar summary");
       if (first) first.focus();
     }
   }
 
   function closeMenus(except) {
-    var open = document.querySelectorAll("details[data-menu][open]");
-    for (var i = 0; i < open.length; i++) {
+    const open = document.querySelectorAll("details[data-menu][open]");
+    for (let i = 0; i < open.length; i++) {
       if (open[i] !== except && !open[i].contains(except)) open[i].removeAttribute("open");
     }
   }
 
   document.addEventListener("click", function (event) {
-    var target = event.target;
+    const target = event.target;
     if (!(target instanceof Element)) return;
-    var set = target.closest("[data-theme-set]");
+    const set = target.closest("[data-theme-set]");
     if (set) {
       setPreference(set.getAttribute("data-theme-set"));
       return;
@@ -126,7 +126,7 @@
       return;
     }
     if (target.closest("[data-sidebar-toggle]")) {
-      var app = document.querySelector("[data-app]");
+      const app = document.querySelector("[data-app]");
       setSidebar(!(app && app.classList.contains("sidebar-open")));
       return;
     }
@@ -139,14 +139,14 @@
 
   document.addEventListener("keydown", function (event) {
     if (event.key !== "Escape") return;
-    var open = document.querySelector("details[data-menu][open]");
+    const open = document.querySelector("details[data-menu][open]");
     if (open) {
       open.removeAttribute("open");
-      var summary = open.querySelector("summary");
+      const summary = open.querySelector("summary");
       if (summary) summary.focus();
       return;
     }
-    var app = document.querySelector("[data-app].sidebar-open");
+    const app = document.querySelector("[data-app].sidebar-open");
     if (app) setSidebar(false);
   });
 
@@ -154,35 +154,35 @@
   document.addEventListener(
     "toggle",
     function (event) {
-      var details = event.target;
+      const details = event.target;
       if (!(details instanceof HTMLDetailsElement) || !details.hasAttribute("data-menu")) return;
       if (!details.open) return;
       closeMenus(details);
-      var input = details.querySelector("input:not([type=hidden])");
+      const input = details.querySelector("input:not([type=hidden])");
       if (input) input.focus();
     },
     true
   );
 
   // <time data-relative datetime="…"> → "just now", "5 minutes ago", … (kept fresh).
-  var rtf = typeof Intl.RelativeTimeFormat === "function" ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
+  const rtf = typeof Intl.RelativeTimeFormat === "function" ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
   function relative(date) {
-    var seconds = Math.round((date.getTime() - Date.now()) / 1000);
-    var abs = Math.abs(seconds);
+    const seconds = Math.round((date.getTime() - Date.now()) / 1000);
+    const abs = Math.abs(seconds);
     if (abs < 45) return "just now";
-    var units = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60]];
-    for (var i = 0; i < units.length; i++) {
+    const units = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60]];
+    for (let i = 0; i < units.length; i++) {
       if (abs >= units[i][1] || units[i][0] === "minute") {
-        var value = Math.round(seconds / units[i][1]);
+        const value = Math.round(seconds / units[i][1]);
         return rtf ? rtf.format(value, units[i][0]) : Math.abs(value) + " " + units[i][0] + (Math.abs(value) === 1 ? "" : "s") + " ago";
       }
     }
     return "";
   }
   function refreshRelativeTimes() {
-    var nodes = document.querySelectorAll("time[data-relative]");
-    for (var i = 0; i < nodes.length; i++) {
-      var date = new Date(nodes[i].getAttribute("datetime"));
+    const nodes = document.querySelectorAll("time[data-relative]");
+    for (let i = 0; i < nodes.length; i++) {
+      const date = new Date(nodes[i].getAttribute("datetime"));
       if (!isNaN(date.getTime())) nodes[i].textContent = relative(date);
     }
   }

@@ -24,16 +24,16 @@ import { applyDelta, applyMedia, applyPartial, applyProgress, bindScrolling, pla
 import { toast } from "./toasts.js";
 import { calls, canAct, els, root, snapshot, thread } from "./thread_state.js";
 
-var ROLE_LABELS = { owner: "Owner", member: "Member", viewer: "Viewer" };
+const ROLE_LABELS = { owner: "Owner", member: "Member", viewer: "Viewer" };
 
 // The sidebar's account button names the role in this workspace too (templates/chat/_sidebar.html).
 function setSidebarRole(text) {
-  var label = document.querySelector(".user-role");
+  const label = document.querySelector(".user-role");
   if (label) label.textContent = text;
 }
 
 function setRole(newRole) {
-  var could = canAct();
+  const could = canAct();
   thread.role = newRole;
   root.dataset.role = newRole;
   if (els.roleBadge) {
@@ -56,8 +56,8 @@ function setRole(newRole) {
 
 // Why the socket ended for good (socket.js: onAccessLost), in words for the person reading.
 function accessEndedCopy(code) {
-  var subtitle = document.querySelector(".thread-header .page-subtitle");
-  var workspace = subtitle ? subtitle.textContent.trim() : "";
+  const subtitle = document.querySelector(".thread-header .page-subtitle");
+  const workspace = subtitle ? subtitle.textContent.trim() : "";
   if (code === "membership_removed") {
     return {
       title: "You no longer have access to this workspace",
@@ -83,23 +83,23 @@ function accessEndedCopy(code) {
 }
 
 function showAccessEnded(code) {
-  var copy = accessEndedCopy(code);
+  const copy = accessEndedCopy(code);
   setComposerEnabled(false, copy.placeholder);
   if (els.roleBadge) els.roleBadge.hidden = true;
   if (code === "membership_removed") setSidebarRole("No access");
   if (els.toasts) els.toasts.replaceChildren(); // earlier notices (a role change…) are moot now
-  var hint = document.getElementById("composer-hint");
+  const hint = document.getElementById("composer-hint");
   if (hint) hint.hidden = true;
   if (els.composer) els.composer.hidden = true;
   if (document.getElementById("access-ended")) return;
-  var notice = h(
+  const notice = h(
     "div",
     { class: "access-ended", attrs: { id: "access-ended", role: "alert", "data-reason": code } },
     h("span", { class: "access-ended-icon", attrs: { "aria-hidden": "true" } }, icon(code === "session_ended" ? "clock" : "ban")),
     h("div", { class: "access-ended-body" }, h("p", { class: "access-ended-title", text: copy.title }), h("p", { class: "access-ended-text", text: copy.text })),
     h("a", { class: "btn btn-secondary access-ended-link", text: copy.link.label, attrs: { href: copy.link.href } })
   );
-  var inner = els.composer ? els.composer.parentNode : document.querySelector(".composer-inner");
+  const inner = els.composer ? els.composer.parentNode : document.querySelector(".composer-inner");
   if (inner) inner.appendChild(notice);
 }
 

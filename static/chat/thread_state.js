@@ -43,7 +43,7 @@ export function renderOpts(call) {
     userId: thread.me.id,
     compact: !!(call && call.parentView),
     appName: function (callId) {
-      var c = calls.get(callId);
+      const c = calls.get(callId);
       return c && c.server ? c.server.name || c.server.slug : null;
     },
   };

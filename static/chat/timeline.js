@@ -11,17 +11,17 @@ import { hasAppView, renderProgress, renderToolCall } from "./render/tool_call.j
 import { client } from "./client.js";
 import { calls, els, messages, renderOpts, thread } from "./thread_state.js";
 
-var msgEntries = new Map(); // message id → entry element
-var callCards = new Map(); // tool call id → card element
-var appViewRows = new Map(); // tool call id → view row element
-var callEntries = new Map(); // tool call id → standalone entry element
+const msgEntries = new Map(); // message id → entry element
+const callCards = new Map(); // tool call id → card element
+const appViewRows = new Map(); // tool call id → view row element
+const callEntries = new Map(); // tool call id → standalone entry element
 
 // ---- scrolling -----------------------------------------------------------------------
 
-var pinned = true;
+let pinned = true;
 
 function nearBottom() {
-  var t = els.timeline;
+  const t = els.timeline;
   return t.scrollHeight - t.scrollTop - t.clientHeight < 80;
 }
 
@@ -62,18 +62,18 @@ export function bindScrolling() {
 // ---- ordering & grouping -------------------------------------------------------------
 
 function entryBefore(a, b) {
-  var am = a.dataset.messageId;
-  var bm = b.dataset.messageId;
+  const am = a.dataset.messageId;
+  const bm = b.dataset.messageId;
   if (am && bm) return Number(am) < Number(bm);
-  var ta = Number(a.dataset.time) || 0;
-  var tb = Number(b.dataset.time) || 0;
+  const ta = Number(a.dataset.time) || 0;
+  const tb = Number(b.dataset.time) || 0;
   if (ta !== tb) return ta < tb;
   if (!!am !== !!bm) return !!am;
   return Number(a.dataset.entryId || am) < Number(b.dataset.entryId || bm);
 }
 
 function insertEntry(entry) {
-  var node = els.list.lastElementChild;
+  let node = els.list.lastElementChild;
   while (node && entryBefore(entry, node)) node = node.previousElementSibling;
   if (node) node.after(entry);
   else els.list.prepend(entry);
@@ -81,14 +81,14 @@ function insertEntry(entry) {
   regroup(entry.nextElementSibling);
 }
 
-var GROUP_WINDOW_MS = 5 * 60 * 1000;
+const GROUP_WINDOW_MS = 5 * 60 * 1000;
 
 function regroup(entry) {
   if (!entry) return;
-  var prev = entry.previousElementSibling;
-  var newDay = !prev || prev.dataset.day !== entry.dataset.day;
+  const prev = entry.previousElementSibling;
+  const newDay = !prev || prev.dataset.day !== entry.dataset.day;
   entry.classList.toggle("has-day", newDay);
-  var continuation =
+  const continuation =
     !newDay &&
     !!entry.dataset.messageId &&
     !!prev.dataset.messageId &&
@@ -99,8 +99,8 @@ function regroup(entry) {
 }
 
 function insertById(container, el, attr) {
-  var id = Number(el.dataset[attr]);
-  var node = container.lastElementChild;
+  const id = Number(el.dataset[attr]);
+  let node = container.lastElementChild;
   while (node && Number(node.dataset[attr]) > id) node = node.previousElementSibling;
   if (node) node.after(el);
   else container.prepend(el);
@@ -110,10 +110,10 @@ function insertById(container, el, attr) {
 
 export function upsertMessage(msg, live) {
   if (!msg || msg.id === undefined) return;
-  var isNew = !messages.has(msg.id);
+  const isNew = !messages.has(msg.id);
   messages.set(msg.id, msg);
-  var fresh = renderMessage(msg, renderOpts());
-  var old = msgEntries.get(msg.id);
+  const fresh = renderMessage(msg, renderOpts());
+  const old = msgEntries.get(msg.id);
   if (old) {
     // Update in place: the tool cards and (iframe-hosting) view rows must not move.
     old.className = fresh.className;
@@ -136,16 +136,16 @@ export function upsertMessage(msg, live) {
     });
   }
   if (live && isNew) {
-    var mine = msg.author && msg.author.id === thread.me.id;
+    const mine = msg.author && msg.author.id === thread.me.id;
     noteNewContent(!mine);
   }
 }
 
 export function applyDelta(data) {
-  var msg = messages.get(data.id);
+  const msg = messages.get(data.id);
   if (!msg || typeof data.delta !== "string") return;
   msg.text = (msg.text || "") + data.delta;
-  var entry = msgEntries.get(data.id);
+  const entry = msgEntries.get(data.id);
   if (!updateStreamingText(entry, msg.text)) {
     msg.status = "streaming";
     upsertMessage(msg, false);
@@ -156,11 +156,11 @@ export function applyDelta(data) {
 // ---- tool calls ----------------------------------------------------------------------
 
 function standaloneEntry(call) {
-  var existing = callEntries.get(call.id);
+  const existing = callEntries.get(call.id);
   if (existing) return existing;
-  var time = new Date(call.createdAt).getTime() || Date.now();
-  var label = call.origin === "app_view" ? "App action" : call.origin === "model" ? "Assistant" : (call.requestedBy && call.requestedBy.name) || "Tool call";
-  var entry = h(
+  const time = new Date(call.createdAt).getTime() || Date.now();
+  const label = call.origin === "app_view" ? "App action" : call.origin === "model" ? "Assistant" : (call.requestedBy && call.requestedBy.name) || "Tool call";
+  const entry = h(
     "article",
     {
       class: "entry call-entry",
@@ -188,12 +188,12 @@ function standaloneEntry(call) {
 
 /** Where a call's card and view row live: its message, its parent view, or its own entry. */
 function slotsFor(call) {
-  var entry = call.messageId !== null && call.messageId !== undefined ? msgEntries.get(call.messageId) : null;
+  const entry = call.messageId !== null && call.messageId !== undefined ? msgEntries.get(call.messageId) : null;
   if (entry) return { cards: entry.querySelector(".msg-tools"), views: entry.querySelector(".msg-views") };
   if (call.parentView !== null && call.parentView !== undefined) {
-    var parentRow = appViewRows.get(call.parentView);
+    const parentRow = appViewRows.get(call.parentView);
     if (parentRow) {
-      var sub = parentRow.querySelector(".view-calls");
+      let sub = parentRow.querySelector(".view-calls");
       if (!sub) {
         sub = h("div", { class: "view-calls", attrs: { "aria-label": "Calls made by this view" } });
         parentRow.appendChild(sub);
@@ -201,44 +201,44 @@ function slotsFor(call) {
       return { cards: sub, views: sub };
     }
   }
-  var own = standaloneEntry(call);
+  const own = standaloneEntry(call);
   return { cards: own.querySelector(".msg-tools"), views: own.querySelector(".msg-views") };
 }
 
 function replaceCard(old, card) {
   old.querySelectorAll("details[data-section]").forEach(function (d) {
-    var twin = card.querySelector('details[data-section="' + d.dataset.section + '"]');
+    const twin = card.querySelector('details[data-section="' + d.dataset.section + '"]');
     if (twin) twin.open = d.open;
   });
   // Keep live media elements (a playing video must not restart on a status update).
   card.querySelectorAll("[data-media-key]").forEach(function (node) {
-    var key = node.dataset.mediaKey;
-    var twin = Array.prototype.find.call(old.querySelectorAll("[data-media-key]"), function (o) {
+    const key = node.dataset.mediaKey;
+    const twin = Array.prototype.find.call(old.querySelectorAll("[data-media-key]"), function (o) {
       return o.dataset.mediaKey === key;
     });
     if (twin && twin.dataset.mediaStatus === node.dataset.mediaStatus && twin.dataset.mediaStatus !== "staged") node.replaceWith(twin);
   });
   old.querySelectorAll(".part-text.is-expanded").forEach(function (p, i) {
-    var twin = card.querySelectorAll(".part-text")[i];
+    const twin = card.querySelectorAll(".part-text")[i];
     if (twin) {
       twin.classList.add("is-expanded");
-      var btn = twin.querySelector(".text-expand");
+      const btn = twin.querySelector(".text-expand");
       if (btn) {
         btn.textContent = "Show less";
         btn.setAttribute("aria-expanded", "true");
       }
     }
   });
-  var hadFocus = old.contains(document.activeElement);
+  const hadFocus = old.contains(document.activeElement);
   old.replaceWith(card);
   if (hadFocus) card.focus({ preventScroll: true });
 }
 
 export function placeCall(call) {
-  var slots = slotsFor(call);
-  var card = renderToolCall(call, renderOpts(call));
+  const slots = slotsFor(call);
+  const card = renderToolCall(call, renderOpts(call));
   card.tabIndex = -1;
-  var old = callCards.get(call.id);
+  const old = callCards.get(call.id);
   if (old && old.parentNode === slots.cards) {
     replaceCard(old, card);
   } else {
@@ -250,7 +250,7 @@ export function placeCall(call) {
   // A standalone entry left empty after its call moved under a message goes away.
   callEntries.forEach(function (entry, id) {
     if (!entry.querySelector(".toolcall") && !entry.querySelector(".view-row")) {
-      var next = entry.nextElementSibling;
+      const next = entry.nextElementSibling;
       entry.remove();
       callEntries.delete(id);
       regroup(next);
@@ -258,13 +258,13 @@ export function placeCall(call) {
   });
 
   if (hasAppView(call)) {
-    var row = appViewRows.get(call.id);
+    let row = appViewRows.get(call.id);
     if (!row) {
       row = renderAppViewRow(call);
       appViewRows.set(call.id, row);
       insertById(slots.views, row, "toolCallId");
       mountAppViewRow(row, call, client);
-      var entry = row.closest(".entry");
+      const entry = row.closest(".entry");
       regroup(entry && entry.nextElementSibling);
     } else if (row.parentNode !== slots.views && !row.contains(slots.views)) {
       insertById(slots.views, row, "toolCallId"); // (moving reloads a frame: rare)
@@ -277,7 +277,7 @@ export function placeCall(call) {
 
 export function upsertCall(call, live) {
   if (!call || call.id === undefined) return;
-  var prev = calls.get(call.id);
+  const prev = calls.get(call.id);
   if (prev && prev.partialArguments && (call.status === "running" || call.status === "streaming")) call.partialArguments = prev.partialArguments;
   calls.set(call.id, call);
   placeCall(call);
@@ -285,19 +285,19 @@ export function upsertCall(call, live) {
 }
 
 export function applyProgress(data) {
-  var call = calls.get(data.id);
+  const call = calls.get(data.id);
   if (!call) return;
   call.progress = { progress: data.progress, total: data.total, message: data.message };
-  var card = callCards.get(data.id);
+  const card = callCards.get(data.id);
   if (!card || call.status !== "running") return;
-  var fresh = renderProgress(call.progress);
-  var old = card.querySelector(".tc-progress");
+  const fresh = renderProgress(call.progress);
+  const old = card.querySelector(".tc-progress");
   if (old) old.replaceWith(fresh);
   else card.querySelector(".tc-header").after(fresh);
 }
 
 export function applyPartial(data) {
-  var call = calls.get(data.id);
+  const call = calls.get(data.id);
   if (!call) return;
   call.partialArguments = data.arguments;
   placeCall(call);
@@ -305,12 +305,12 @@ export function applyPartial(data) {
 
 export function applyMedia(data) {
   if (!data || data.id === undefined) return;
-  var part = null;
-  var call = calls.get(data.toolCallId);
-  var parts = (call && call.result && call.result.parts) || [];
+  let part = null;
+  const call = calls.get(data.toolCallId);
+  const parts = (call && call.result && call.result.parts) || [];
   parts.forEach(function (p) {
     if (p && p.asset && p.asset.id === data.id) {
-      var asset = Object.assign({}, p.asset, data);
+      const asset = Object.assign({}, p.asset, data);
       delete asset.toolCallId;
       p.asset = asset;
       part = p;

@@ -4,9 +4,9 @@ import { els } from "./thread_state.js";
 
 export function toast(text, kind) {
   kind = kind || "error";
-  var close = h("button", { class: "icon-btn icon-btn-sm toast-close", attrs: { type: "button", "aria-label": "Dismiss" } }, icon("x"));
-  var el = h("div", { class: "toast toast-" + kind, attrs: { role: kind === "error" ? "alert" : "status" } }, icon(kind === "error" ? "alert" : "info"), h("span", { class: "toast-text", text: String(text) }), close);
-  var remove = function () {
+  const close = h("button", { class: "icon-btn icon-btn-sm toast-close", attrs: { type: "button", "aria-label": "Dismiss" } }, icon("x"));
+  const el = h("div", { class: "toast toast-" + kind, attrs: { role: kind === "error" ? "alert" : "status" } }, icon(kind === "error" ? "alert" : "info"), h("span", { class: "toast-text", text: String(text) }), close);
+  const remove = function () {
     el.classList.add("is-leaving");
     setTimeout(function () {
       el.remove();

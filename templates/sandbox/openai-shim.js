@@ -13,21 +13,21 @@
   "use strict";
   if (window.openai && window.openai.__atrium) return;
 
-  var PROTOCOL_VERSION = "2026-01-26";
-  var CALL_TIMEOUT_MS = 15 * 60 * 1000; // a tool call may wait for someone's approval
-  var DEFAULT_TIMEOUT_MS = 30 * 1000;
-  var host = window.parent;
-  var init = INIT && typeof INIT === "object" ? INIT : {};
-  var seq = 0;
-  var pending = {};
-  var initialized = false;
-  var explicitHeight = false;
+  const PROTOCOL_VERSION = "2026-01-26";
+  const CALL_TIMEOUT_MS = 15 * 60 * 1000; // a tool call may wait for someone's approval
+  const DEFAULT_TIMEOUT_MS = 30 * 1000;
+  const host = window.parent;
+  const init = INIT && typeof INIT === "object" ? INIT : {};
+  let seq = 0;
+  const pending = {};
+  let initialized = false;
+  let explicitHeight = false;
 
   function orNull(value) {
     return value === undefined ? null : value;
   }
 
-  var globals = {
+  const globals = {
     toolInput: orNull(init.toolInput) || {},
     toolOutput: orNull(init.toolOutput),
     toolResponseMetadata: orNull(init.toolResponseMetadata),
@@ -47,11 +47,11 @@
 
   function request(method, params, timeoutMs) {
     seq += 1;
-    var id = "atrium-openai:" + seq;
+    const id = "atrium-openai:" + seq;
     return new Promise(function (resolve, reject) {
-      var timer = setTimeout(function () {
+      const timer = setTimeout(function () {
         delete pending[id];
-        var error = new Error(method + " timed out");
+        const error = new Error(method + " timed out");
         error.code = -32001;
         reject(error);
       }, timeoutMs || DEFAULT_TIMEOUT_MS);
@@ -65,7 +65,7 @@
   }
 
   function compat(params) {
-    var out = params && typeof params === "object" ? params : {};
+    const out = params && typeof params === "object" ? params : {};
     out._compat = "openai";
     return out;
   }
@@ -80,8 +80,8 @@
   }
 
   function announce(changed) {
-    var names = ["openai:set_globals", "aui:set_globals"];
-    for (var i = 0; i < names.length; i++) {
+    const names = ["openai:set_globals", "aui:set_globals"];
+    for (let i = 0; i < names.length; i++) {
       try {
         window.dispatchEvent(new CustomEvent(names[i], { detail: { globals: changed } }));
       } catch (e) {
@@ -91,8 +91,8 @@
   }
 
   function setGlobals(changes) {
-    var changed = {};
-    var any = false;
+    const changed = {};
+    let any = false;
     Object.keys(changes).forEach(function (key) {
       if (!same(globals[key], changes[key])) {
         globals[key] = changes[key];
@@ -106,20 +106,20 @@
   /** MCP Apps hostContext (full or partial) → Apps SDK globals. */
   function applyHostContext(ctx) {
     if (!ctx || typeof ctx !== "object") return;
-    var changes = {};
+    const changes = {};
     if (ctx.theme === "light" || ctx.theme === "dark") changes.theme = ctx.theme;
     if (typeof ctx.locale === "string") changes.locale = ctx.locale;
     if (typeof ctx.displayMode === "string") changes.displayMode = ctx.displayMode;
-    var dims = ctx.containerDimensions;
+    const dims = ctx.containerDimensions;
     if (dims && typeof dims === "object") {
-      var max = typeof dims.maxHeight === "number" ? dims.maxHeight : dims.height;
+      const max = typeof dims.maxHeight === "number" ? dims.maxHeight : dims.height;
       if (typeof max === "number") changes.maxHeight = max;
     }
-    var insets = ctx.safeAreaInsets;
+    const insets = ctx.safeAreaInsets;
     if (insets && typeof insets === "object") {
       changes.safeArea = { insets: { top: insets.top || 0, bottom: insets.bottom || 0, left: insets.left || 0, right: insets.right || 0 } };
     }
-    var caps = ctx.deviceCapabilities;
+    const caps = ctx.deviceCapabilities;
     if (caps && typeof caps === "object") {
       changes.userAgent = {
         device: { type: ctx.platform === "mobile" ? "mobile" : caps.touch && !caps.hover ? "tablet" : "desktop" },
@@ -138,7 +138,7 @@
   }
 
   function textOf(result) {
-    var blocks = result && Array.isArray(result.content) ? result.content : [];
+    const blocks = result && Array.isArray(result.content) ? result.content : [];
     return blocks
       .filter(function (b) {
         return b && b.type === "text" && typeof b.text === "string";
@@ -151,15 +151,15 @@
 
   window.addEventListener("message", function (event) {
     if (event.source !== host) return;
-    var msg = event.data;
+    const msg = event.data;
     if (!msg || typeof msg !== "object" || msg.jsonrpc !== "2.0") return;
     if (typeof msg.method !== "string") {
-      var entry = msg.id !== undefined ? pending[msg.id] : null;
+      const entry = msg.id !== undefined ? pending[msg.id] : null;
       if (!entry) return; // a response to the app's own request
       delete pending[msg.id];
       clearTimeout(entry.timer);
       if (msg.error) {
-        var error = new Error((msg.error && msg.error.message) || "The host refused the request.");
+        const error = new Error((msg.error && msg.error.message) || "The host refused the request.");
         error.code = msg.error.code;
         error.data = msg.error.data;
         entry.reject(error);
@@ -168,7 +168,7 @@
       }
       return;
     }
-    var params = msg.params && typeof msg.params === "object" ? msg.params : {};
+    const params = msg.params && typeof msg.params === "object" ? msg.params : {};
     switch (msg.method) {
       case "ui/notifications/tool-input":
       case "ui/notifications/tool-input-partial":
@@ -193,7 +193,7 @@
 
   // ---- size: explicit (notifyIntrinsicHeight) or observed -----------------------------------
 
-  var lastHeight = 0;
+  let lastHeight = 0;
   function reportHeight(height) {
     height = Math.ceil(Number(height) || 0);
     if (!initialized || height <= 0 || Math.abs(height - lastHeight) < 2) return;
@@ -201,10 +201,10 @@
     notify("ui/notifications/size-changed", { height: height });
   }
   function observedHeight() {
-    var body = document.body;
+    const body = document.body;
     if (!body) return 0;
-    var rect = body.getBoundingClientRect();
-    var style = window.getComputedStyle(body);
+    const rect = body.getBoundingClientRect();
+    const style = window.getComputedStyle(body);
     return rect.height + (parseFloat(style.marginTop) || 0) + (parseFloat(style.marginBottom) || 0);
   }
   function watchSize() {
@@ -216,38 +216,38 @@
 
   // ---- the public surface -------------------------------------------------------------------
 
-  var api = {
+  const api = {
     callTool: function (name, args) {
       return request("tools/call", compat({ name: String(name), arguments: args && typeof args === "object" ? args : {} }), CALL_TIMEOUT_MS).then(function (result) {
-        var out = result && typeof result === "object" ? result : {};
+        const out = result && typeof result === "object" ? result : {};
         // Older widgets read `.result` (text); newer ones the CallToolResult fields.
         if (out.result === undefined) out.result = textOf(out);
         return out;
       });
     },
     setWidgetState: function (state) {
-      var value = orNull(state);
+      const value = orNull(state);
       setGlobals({ widgetState: value });
       return request("atrium/setWidgetState", compat({ state: value })).then(function () {
         return undefined;
       });
     },
     sendFollowUpMessage: function (options) {
-      var prompt = options && typeof options === "object" ? options.prompt : options;
+      const prompt = options && typeof options === "object" ? options.prompt : options;
       return request("ui/message", compat({ role: "user", content: [{ type: "text", text: String(prompt || "") }] })).then(function () {
         return undefined;
       });
     },
     requestDisplayMode: function (options) {
-      var mode = options && typeof options === "object" ? options.mode : options;
+      const mode = options && typeof options === "object" ? options.mode : options;
       return request("ui/request-display-mode", compat({ mode: String(mode || "inline") })).then(function (result) {
-        var granted = result && typeof result.mode === "string" ? result.mode : globals.displayMode;
+        const granted = result && typeof result.mode === "string" ? result.mode : globals.displayMode;
         setGlobals({ displayMode: granted });
         return { mode: granted };
       });
     },
     requestModal: function (options) {
-      var o = options && typeof options === "object" ? options : {};
+      const o = options && typeof options === "object" ? options : {};
       return request("openai/requestModal", compat({ title: typeof o.title === "string" ? o.title : "", params: orNull(o.params) })).then(function () {
         return undefined;
       });
@@ -257,7 +257,7 @@
       return Promise.resolve();
     },
     openExternal: function (options) {
-      var href = options && typeof options === "object" ? options.href : options;
+      const href = options && typeof options === "object" ? options.href : options;
       return request("ui/open-link", compat({ url: String(href || "") })).then(function () {
         return undefined;
       });

@@ -26,18 +26,20 @@ def _client(user) -> Client:
 def decide_call(personas, board_server):
     """The model's call of the board's write tool ``add_item`` (no standing policy)."""
     from bindings.models import ToolPolicy
-    from chat.services import tool_calls
-    from mcp_bridge import gateway, services
-    from mcp_bridge.models import Tool
+    from chat.calls.decide import tool_call_decide
+    from chat.calls.requests import CallRequest
+    from mcp_bridge import gateway
+    from mcp_bridge.services.catalogue import catalogue_apply
+    from mcp_bridge.services.servers import spec_for
 
     server, binding = board_server
     ToolPolicy.objects.filter(binding=binding).delete()  # the fixture's standing approvals
     with gateway.blocking_bridge() as bridge:
-        services.catalogue_apply(server=server, tools=bridge.list_tools(services.spec_for(server)))
+        catalogue_apply(server=server, tools=bridge.list_tools(spec_for(server)))
 
     def decide(title: str):
-        call, outcome = tool_calls.tool_call_decide(
-            request=tool_calls.CallRequest(
+        call, outcome = tool_call_decide(
+            request=CallRequest(
                 thread=personas.thread,
                 server=server,
                 tool_name="add_item",
@@ -46,7 +48,6 @@ def decide_call(personas, board_server):
                 user=personas.member,
                 role="member",
             ),
-            tool=Tool.objects.get(server=server, name="add_item"),
         )
         return call, outcome
 

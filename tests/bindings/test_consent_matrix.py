@@ -59,10 +59,10 @@ def consent_servers(personas, tmp_path):
     """board and basic-vanillajs bound to the workspace, with no standing policy."""
     if not third_party.installed():
         pytest.skip(third_party.SKIP_REASON)
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.services.servers import server_add
 
-    board = bridge_services.server_add(
+    board = server_add(
         name="Board",
         slug="board",
         transport="stdio",
@@ -72,11 +72,9 @@ def consent_servers(personas, tmp_path):
     )
     basic_entry = third_party.SERVERS["basic-vanillajs"]
     node, *args = basic_entry.command(*basic_entry.stdio_args)
-    basic = bridge_services.server_add(
-        name="Basic", slug="basic", transport="stdio", command=node, args=args
-    )
+    basic = server_add(name="Basic", slug="basic", transport="stdio", command=node, args=args)
     for server in (board, basic):
-        binding_services.binding_create(server=server, workspace=personas.workspace)
+        binding_create(server=server, workspace=personas.workspace)
     return {"board": board, "basic": basic}
 
 

@@ -1,4 +1,4 @@
-"""`audit.rows`' lean statements read and write exactly what the ORM would."""
+"""`lean_rows`' lean statements read and write exactly what the ORM would."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ def _values(instance) -> dict:
 
 
 def test_select_rows_converts_like_the_orm(personas):
-    from audit.rows import select_rows
-    from bindings import services
     from bindings.models import AppBinding
-    from mcp_bridge import services as bridge
+    from bindings.services.bindings import binding_create
+    from lean_rows import select_rows
     from mcp_bridge.models import McpServer
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge.server_add(
+    server = server_add(
         name="Board",
         transport="stdio",
         command="python",
         args=["-c", "x"],
         env={"A": "${ATRIUM_MCP_B}"},
     )
-    binding = services.binding_create(
+    binding = binding_create(
         server=server,
         workspace=personas.workspace,
         thread=personas.thread,
@@ -43,8 +43,8 @@ def test_select_rows_converts_like_the_orm(personas):
 
 
 def test_select_rows_only_defers_the_other_fields(personas):
-    from audit.rows import select_rows
     from chat.models import Membership
+    from lean_rows import select_rows
 
     membership = Membership.objects.get(user=personas.member, workspace=personas.workspace)
     (lean,) = select_rows(Membership, id=membership.pk, only=("id", "role"))
@@ -54,11 +54,11 @@ def test_select_rows_only_defers_the_other_fields(personas):
 
 
 def test_insert_and_update_rows_store_what_save_would(personas):
-    from audit.rows import insert_row, update_row
     from chat.models import ToolCall
-    from mcp_bridge import services as bridge
+    from lean_rows import insert_row, update_row
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge.server_add(name="Board", transport="stdio", command="python")
+    server = server_add(name="Board", transport="stdio", command="python")
     call = ToolCall(
         thread=personas.thread,
         server=server,
@@ -94,18 +94,16 @@ def test_audit_rows_stay_append_only():
 
 
 def test_conditions_by_field_name_match_the_orm(personas):
-    from audit.rows import OrNull, select_rows
-    from bindings import services
     from bindings.models import AppBinding
-    from mcp_bridge import services as bridge
+    from bindings.services.bindings import binding_create
+    from lean_rows import OrNull, select_rows
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge.server_add(name="Board", transport="stdio", command="python")
-    other = bridge.server_add(name="Other", transport="stdio", command="python")
-    workspace_wide = services.binding_create(server=server, workspace=personas.workspace)
-    own = services.binding_create(
-        server=server, workspace=personas.workspace, thread=personas.thread
-    )
-    services.binding_create(server=other, workspace=personas.workspace)
+    server = server_add(name="Board", transport="stdio", command="python")
+    other = server_add(name="Other", transport="stdio", command="python")
+    workspace_wide = binding_create(server=server, workspace=personas.workspace)
+    own = binding_create(server=server, workspace=personas.workspace, thread=personas.thread)
+    binding_create(server=other, workspace=personas.workspace)
 
     def ids(rows) -> set[int]:
         return {row.pk for row in rows}
@@ -125,8 +123,8 @@ def test_conditions_by_field_name_match_the_orm(personas):
 
 
 def test_a_condition_on_something_that_is_not_a_column_is_refused(personas):
-    from audit.rows import select_rows
     from bindings.models import AppBinding
+    from lean_rows import select_rows
 
     with pytest.raises(TypeError):
         select_rows(AppBinding, policies=1)
@@ -138,8 +136,8 @@ def test_exists_and_above_conditions(personas):
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from audit.rows import Above, RowExists, select_rows
     from chat.models import Membership
+    from lean_rows import Above, RowExists, select_rows
 
     membership = Membership.objects.get(user=personas.member, workspace=personas.workspace)
     user = get_user_model().objects.get(pk=personas.member.pk)

@@ -18,7 +18,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
-from bindings import policy
+from bindings import policy, policy_engine
 from tests.conftest import next_frame, open_socket, reply_frame, toolcall_event
 from tests.oauth.support import authorize_url, callback_path, notes_server
 
@@ -48,7 +48,7 @@ def _decide(*, approved_by=None, allowance=None):
     binding = policy.BindingSnap(
         id=1, server_id=1, scope="workspace", workspace_id=1, per_member_grants=True
     )
-    return policy.decide(
+    return policy_engine.decide(
         actor=policy.Actor(
             kind="app_view",
             user_id=7,
@@ -107,7 +107,7 @@ async def _connect(user, server, notes, account: str) -> None:
 
 @database_sync_to_async
 def _notes_bound(url: str, workspace):
-    from bindings import services as binding_services
+    from bindings.services.bindings import binding_create
     from mcp_bridge.models import AuthMode, McpServer
 
     server = McpServer.objects.create(
@@ -117,7 +117,7 @@ def _notes_bound(url: str, workspace):
         url=url,
         auth_mode=AuthMode.OAUTH_MEMBER,
     )
-    binding_services.binding_create(server=server, workspace=workspace)
+    binding_create(server=server, workspace=workspace)
     return server
 
 
@@ -125,10 +125,10 @@ def _notes_bound(url: str, workspace):
 def _make_view(call_id: int) -> None:
     """Give the call a view document (the example server ships none)."""
     from chat.models import ToolCall
-    from mcp_bridge import services as bridge_services
+    from mcp_bridge.services.ui_resources import ui_resource_store_document
 
     call = ToolCall.objects.select_related("server").get(pk=call_id)
-    call.ui_resource = bridge_services.ui_resource_store_document(
+    call.ui_resource = ui_resource_store_document(
         server=call.server,
         uri="ui://notes/view",
         mime_type="text/html;profile=mcp-app",

@@ -13,17 +13,17 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def scoped(personas):
-    from bindings import services
     from bindings.models import Allowance, ApprovalRequest
+    from bindings.services.bindings import binding_create
     from mcp_bridge.models import McpServer
 
     server = McpServer.objects.create(name="Board", slug="board", command="true")
     other = McpServer.objects.create(name="Other", slug="other", command="true")
-    ws_binding = services.binding_create(server=server, workspace=personas.workspace)
-    thread_binding = services.binding_create(
+    ws_binding = binding_create(server=server, workspace=personas.workspace)
+    thread_binding = binding_create(
         server=other, workspace=personas.workspace, thread=personas.thread
     )
-    elsewhere = services.binding_create(server=server, workspace=personas.other_workspace)
+    elsewhere = binding_create(server=server, workspace=personas.other_workspace)
     approval = ApprovalRequest.objects.create(
         thread_id=personas.thread.pk,
         binding=ws_binding,

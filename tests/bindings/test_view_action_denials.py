@@ -41,10 +41,10 @@ def _board_binding_id() -> int:
 
 
 async def _disable_board(personas) -> None:
-    from bindings import services
+    from bindings.services.bindings import binding_set_enabled
 
     changed = await database_sync_to_async(
-        lambda: services.binding_set_enabled(
+        lambda: binding_set_enabled(
             binding_ids=[_board_binding_id()], enabled=False, actor=personas.owner
         )
     )()
@@ -194,8 +194,8 @@ async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_vi
 ):
     from audit.models import AuditEvent
     from audit.types import AuditEventType
-    from bindings import services
     from bindings.models import ApprovalRequest
+    from bindings.services.bindings import binding_remove
 
     owner = await open_socket(ws_connect, personas.owner, personas.thread)
     member = await open_socket(ws_connect, personas.member, personas.thread)
@@ -210,9 +210,7 @@ async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_vi
     binding_id = await database_sync_to_async(_board_binding_id)()
 
     removed = await database_sync_to_async(
-        lambda: services.binding_remove(
-            binding_id=binding_id, actor=personas.owner, actor_label="admin"
-        )
+        lambda: binding_remove(binding_id=binding_id, actor=personas.owner, actor_label="admin")
     )()
     assert removed is True
 
@@ -246,21 +244,22 @@ async def test_removing_a_binding_cancels_its_pending_approvals_and_tells_the_vi
 async def test_update_binding_audits_only_what_changed_and_refuses_scope_changes(personas):
     from audit.models import AuditEvent
     from audit.types import AuditEventType
-    from bindings import services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create, binding_update
+    from bindings.services.errors import BindingError
+    from mcp_bridge.services.servers import server_add
 
     def run():
-        server = bridge_services.server_add(name="Echo", slug="echo", transport="stdio",
+        server = server_add(name="Echo", slug="echo", transport="stdio",
                                             command="true")  # fmt: skip
-        binding = services.binding_create(server=server, workspace=personas.workspace)
-        services.binding_update(
+        binding = binding_create(server=server, workspace=personas.workspace)
+        binding_update(
             binding_id=binding.pk,
             changes={"enabled": True, "ui_message_rate_limit": 2},
             actor=personas.owner,
         )
-        services.binding_update(binding_id=binding.pk, changes={"enabled": True})
-        with pytest.raises(services.BindingError) as refused:
-            services.binding_update(binding_id=binding.pk, changes={"thread": None})
+        binding_update(binding_id=binding.pk, changes={"enabled": True})
+        with pytest.raises(BindingError) as refused:
+            binding_update(binding_id=binding.pk, changes={"thread": None})
         changes = list(
             AuditEvent.objects.filter(
                 binding_id=binding.pk, event_type=AuditEventType.BINDING_CHANGED

@@ -66,22 +66,23 @@ tools_thread = services.thread_create(workspace=workspace, title="Board sync", a
 
 servers = {{}}
 try:
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from bindings.services.policies import tool_policy_set
+    from mcp_bridge.services.servers import server_add
 
-    board = bridge_services.server_add(
+    board = server_add(
         name="Board", slug="board", transport="stdio", command=sys.executable,
         args=[str(Path({root!r}) / "examples" / "board" / "server.py")],
         env={{"BOARD_STATE_FILE": str(VAR / "board.json")}},
     )
-    binding = binding_services.binding_create(server=board, workspace=workspace)
+    binding = binding_create(server=board, workspace=workspace)
     for tool in ("move_item", "add_item"):
-        binding_services.tool_policy_set(binding=binding, tool_name=tool, approval="auto")
-    media = bridge_services.server_add(
+        tool_policy_set(binding=binding, tool_name=tool, approval="auto")
+    media = server_add(
         name="Media", slug="media", transport="stdio", command=sys.executable,
         args=[str(Path({root!r}) / "examples" / "media" / "server.py")],
     )
-    binding_services.binding_create(server=media, workspace=workspace)
+    binding_create(server=media, workspace=workspace)
     servers = {{"board": board.pk, "media": media.pk}}
 except Exception as exc:  # the tool tests skip when the backend cannot bind servers
     servers = {{"error": repr(exc)}}

@@ -38,8 +38,8 @@ import json
 from pathlib import Path
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from mcp_bridge.services.servers import server_add
 
 PASSWORD = {password!r}
 NODE = Path({root!r}) / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
@@ -63,12 +63,12 @@ for name, slug, package in [
     ("Basic", "basic", "server-basic-vanillajs"),
     ("System monitor", "sysmon", "server-system-monitor"),
 ]:
-    server = bridge_services.server_add(
+    server = server_add(
         name=name, slug=slug, transport="stdio", command="node",
         args=[str(NODE / package / "dist" / "index.js"), "--stdio"],
     )
     # No standing policy: consent comes from people only.
-    binding_services.binding_create(server=server, workspace=workspace)
+    binding_create(server=server, workspace=workspace)
     servers[slug] = server.pk
 print(json.dumps({{"threads": threads, "servers": servers}}))
 """

@@ -30,17 +30,17 @@ SEED = """
 import json, sys
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from mcp_bridge.services.servers import server_add
 
 owner = get_user_model().objects.create_user("olivia", password={password!r}, first_name="Olivia")
 workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
 thread = services.thread_create(workspace=workspace, title="Hardening", actor=owner)
-server = bridge_services.server_add(
+server = server_add(
     name="Hardening", slug="hardening", transport="stdio", command=sys.executable,
     args=[{script!r}],
 )
-binding_services.binding_create(server=server, workspace=workspace)
+binding_create(server=server, workspace=workspace)
 print(json.dumps({{"thread": thread.pk}}))
 """
 

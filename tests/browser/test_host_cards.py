@@ -39,8 +39,8 @@ SEED = """
 import json, sys
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from mcp_bridge.services.servers import server_add
 
 U = get_user_model()
 owner = U.objects.create_user("olivia", password={password!r}, first_name="Olivia", last_name="Park")
@@ -54,10 +54,10 @@ threads = {{
     name: services.thread_create(workspace=workspace, title="Cards " + name, actor=owner).pk
     for name in {threads!r}
 }}
-server = bridge_services.server_add(
+server = server_add(
     name="Asking", slug="asking", transport="stdio", command=sys.executable, args=[{server_py!r}],
 )
-binding_services.binding_create(server=server, workspace=workspace)
+binding_create(server=server, workspace=workspace)
 print(json.dumps({{"threads": threads}}))
 """
 

@@ -43,8 +43,8 @@ SEED = """
 import json, sys
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from mcp_bridge.services.servers import server_add
 
 U = get_user_model()
 owner = U.objects.create_user("olivia", password={password!r}, first_name="Olivia", last_name="Park")
@@ -60,11 +60,11 @@ threads = {{
     name: services.thread_create(workspace=workspace, title="Lifecycle " + name, actor=owner).pk
     for name in {threads!r}
 }}
-server = bridge_services.server_add(
+server = server_add(
     name="Lifecycle recorder", slug="lifecycle", transport="stdio", command=sys.executable,
     args=[{server_py!r}, "--record", {record!r}],
 )
-binding = binding_services.binding_create(server=server, workspace=workspace)
+binding = binding_create(server=server, workspace=workspace)
 print(json.dumps({{"threads": threads, "binding": binding.pk}}))
 """
 

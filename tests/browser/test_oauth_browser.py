@@ -29,8 +29,9 @@ SEED = """
 import json
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_set
+from mcp_bridge.services.servers import server_add
 from mcp_bridge.models import McpServer
 
 U = get_user_model()
@@ -46,10 +47,10 @@ member = person("marco", "Marco", "Rossi")
 workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
 services.membership_set(workspace=workspace, user=member, role="member")
 thread = services.thread_create(workspace=workspace, title="Notes", actor=owner)
-server = bridge_services.server_add(name="Notes", slug="notes", transport="streamable_http", url={url!r})
+server = server_add(name="Notes", slug="notes", transport="streamable_http", url={url!r})
 McpServer.objects.filter(pk=server.pk).update(auth_mode="oauth_member")
-binding = binding_services.binding_create(server=server, workspace=workspace)
-binding_services.tool_policy_set(binding=binding, tool_name="my_notes", approval="auto")
+binding = binding_create(server=server, workspace=workspace)
+tool_policy_set(binding=binding, tool_name="my_notes", approval="auto")
 print(json.dumps({{"thread": thread.pk, "server": server.pk}}))
 """
 

@@ -41,8 +41,9 @@ import json
 from pathlib import Path
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_set
+from mcp_bridge.services.servers import server_add
 
 ROOT = Path({root!r})
 NODE = ROOT / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
@@ -50,20 +51,20 @@ owner = get_user_model().objects.create_user("olivia", password={password!r}, fi
 workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
 threads = {{n: services.thread_create(workspace=workspace, title="Sandbox " + n, actor=owner).pk
             for n in {threads!r}}}
-conformance = bridge_services.server_add(
+conformance = server_add(
     name="Conformance", slug="conformance", transport="stdio", command={python!r},
     args=[str(ROOT / "tests" / "fixtures" / "mcp_servers" / "conformance.py")],
     env={{"CONFORMANCE_CONNECT": {declared!r}}},
 )
 # A loopback origin reaches a view only when the admin names it exactly (docs/sandbox.md).
-binding_services.binding_create(server=conformance, workspace=workspace,
+binding_create(server=conformance, workspace=workspace,
                                 allowed_domains={{"connectDomains": [{declared!r}]}})
-basic = bridge_services.server_add(
+basic = server_add(
     name="Basic", slug="basic", transport="stdio", command="node",
     args=[str(NODE / "server-basic-vanillajs" / "dist" / "index.js"), "--stdio"],
 )
-binding = binding_services.binding_create(server=basic, workspace=workspace)
-binding_services.tool_policy_set(binding=binding, tool_name="get-time", approval="auto")
+binding = binding_create(server=basic, workspace=workspace)
+tool_policy_set(binding=binding, tool_name="get-time", approval="auto")
 print(json.dumps(threads))
 """
 

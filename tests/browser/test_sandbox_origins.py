@@ -31,20 +31,21 @@ import json
 from pathlib import Path
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_set
+from mcp_bridge.services.servers import server_add
 
 NODE = Path({root!r}) / "tools" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
 owner = get_user_model().objects.create_user("olivia", password={password!r}, first_name="Olivia")
-basic = bridge_services.server_add(
+basic = server_add(
     name="Basic", slug="basic", transport="stdio", command="node",
     args=[str(NODE / "server-basic-vanillajs" / "dist" / "index.js"), "--stdio"],
 )
 threads = {{}}
 for slug, name in (("acme", "Acme"), ("globex", "Globex")):
     workspace = services.workspace_create(name=name, owner=owner, slug=slug)
-    binding = binding_services.binding_create(server=basic, workspace=workspace)
-    binding_services.tool_policy_set(binding=binding, tool_name="get-time", approval="auto")
+    binding = binding_create(server=basic, workspace=workspace)
+    tool_policy_set(binding=binding, tool_name="get-time", approval="auto")
     for n in ("one", "two"):
         threads[slug + "/" + n] = services.thread_create(
             workspace=workspace, title=name + " " + n, actor=owner

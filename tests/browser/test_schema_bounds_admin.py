@@ -25,11 +25,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SEED = """
 import json
 from django.contrib.auth import get_user_model
-from mcp_bridge import services
+from mcp_bridge.services.servers import server_add
 
 get_user_model().objects.create_user("olivia", password={password!r}, is_staff=True,
                                      is_superuser=True)
-server = services.server_add(name="Schema bombs", slug="bombs", transport="stdio",
+server = server_add(name="Schema bombs", slug="bombs", transport="stdio",
                              command={python!r}, args=[{script!r}])
 print(json.dumps({{"mcp_server": server.pk}}))
 """

@@ -53,8 +53,9 @@ import json, socket, sys
 from pathlib import Path
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_set
+from mcp_bridge.services.servers import server_add
 
 PASSWORD = {password!r}
 VAR = Path({var_dir!r})
@@ -78,14 +79,14 @@ threads = {{
 }}
 
 def bind(name, slug, command, args, env=None, auto=(), allowed=None):
-    server = bridge_services.server_add(
+    server = server_add(
         name=name, slug=slug, transport="stdio", command=command, args=[str(a) for a in args],
         env=env or {{}},
     )
-    binding = binding_services.binding_create(server=server, workspace=workspace,
+    binding = binding_create(server=server, workspace=workspace,
                                               allowed_domains=allowed)
     for tool in auto:
-        binding_services.tool_policy_set(binding=binding, tool_name=tool, approval="auto")
+        tool_policy_set(binding=binding, tool_name=tool, approval="auto")
     return server.pk
 
 servers = {{

@@ -54,17 +54,17 @@ def model_workspace(personas, llm):
 
 @pytest.fixture
 def sentinel_server(personas):
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge_services.server_add(
+    server = server_add(
         name="Sentinel",
         slug="sentinel",
         transport="stdio",
         command=sys.executable,
         args=[str(Path(__file__).with_name("fake_llm.py")), "mcp"],
     )
-    binding_services.binding_create(server=server, workspace=personas.workspace)
+    binding_create(server=server, workspace=personas.workspace)
     return server
 
 
@@ -103,10 +103,10 @@ async def test_turn_calls_tools_streams_and_answers_from_their_content(
     personas, board_server, sentinel_server, llm, model_workspace, ws_connect
 ):
     from mcp_bridge import gateway
-    from mcp_bridge import services as bridge_services
+    from mcp_bridge.services.servers import server_add
 
     # A server with a known catalogue but no binding here: none of its tools are offered.
-    faulty = await database_sync_to_async(bridge_services.server_add)(
+    faulty = await database_sync_to_async(server_add)(
         name="Faulty",
         slug="faulty",
         transport="stdio",

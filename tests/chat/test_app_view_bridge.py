@@ -6,7 +6,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import Client
 
-from config.hosts import sandbox_label_for
+from chat.sandbox_hosts import sandbox_label_for
 from tests.conftest import next_frame, open_socket, reply_frame, toolcall_event
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -77,13 +77,13 @@ async def test_app_only_tool_round_trips_from_the_view(personas, board_server, w
 async def test_view_cannot_reach_another_server(personas, board_server, ws_connect):
     import sys
 
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.services.servers import server_add
     from tests.conftest import ROOT_DIR
 
     await database_sync_to_async(
-        lambda: binding_services.binding_create(
-            server=bridge_services.server_add(
+        lambda: binding_create(
+            server=server_add(
                 name="Media",
                 slug="media",
                 transport="stdio",

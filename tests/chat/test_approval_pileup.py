@@ -17,7 +17,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from bindings import policy
-from chat import waiters
+from chat.realtime import waiters
 from tests.conftest import ROOT_DIR, next_frame, open_socket, reply_frame, toolcall_event
 from tests.fixtures import third_party
 from tests.waiting import apoll
@@ -73,15 +73,15 @@ def sysmon(personas, tmp_path):
     """system-monitor and board bound to the workspace, without a standing policy."""
     if not third_party.installed():
         pytest.skip(third_party.SKIP_REASON)
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.services.servers import server_add
 
     entry = third_party.SERVERS["system-monitor"]
     node, *args = entry.command(*entry.stdio_args)
-    server = bridge_services.server_add(
+    server = server_add(
         name="System monitor", slug="sysmon", transport="stdio", command=node, args=args
     )
-    board = bridge_services.server_add(
+    board = server_add(
         name="Board",
         slug="board",
         transport="stdio",
@@ -90,7 +90,7 @@ def sysmon(personas, tmp_path):
         env={"BOARD_STATE_FILE": str(tmp_path / "board.json")},
     )
     for bound in (server, board):
-        binding_services.binding_create(server=bound, workspace=personas.workspace)
+        binding_create(server=bound, workspace=personas.workspace)
     return server
 
 

@@ -1,4 +1,4 @@
-"""Running tool calls whose process died (chat.call_runners): claimed while they run,
+"""Running tool calls whose process died (chat.calls.runners): claimed while they run,
 failed by the beat sweep once nobody renewed the claim — audited, seen by every member."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pytest
 from django.utils import timezone
 
 from audit.models import AuditEvent
-from chat import call_runners, tasks
+from chat import tasks
+from chat.calls import runners
 from chat.models import ThreadEvent, ToolCall, ToolCallStatus
-from mcp_bridge import services as bridge_services
+from mcp_bridge.services.servers import server_add
 from tests.conftest import ROOT_DIR
 from tests.waiting import apoll
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def running_call(personas):
-    server = bridge_services.server_add(
+    server = server_add(
         name="Faulty",
         slug="faulty",
         transport="stdio",
@@ -48,7 +49,7 @@ def running_call(personas):
 
 
 def test_a_call_nobody_renewed_is_failed_audited_and_announced(running_call):
-    ttl = call_runners.RUNNER_TTL.total_seconds()
+    ttl = runners.RUNNER_TTL.total_seconds()
     dead = running_call(seen_ago=ttl + 5, started_ago=600)
     never_claimed = running_call(seen_ago=None, started_ago=ttl + 5)
     alive = running_call(seen_ago=1, started_ago=600)  # long call, renewed a second ago
@@ -74,11 +75,11 @@ def test_a_call_nobody_renewed_is_failed_audited_and_announced(running_call):
 
 @pytest.mark.django_db(transaction=True)  # the claim is written from the database thread
 def test_the_running_process_claims_its_call_and_stops_when_it_ends(running_call, monkeypatch):
-    monkeypatch.setattr(call_runners, "CLAIM_AFTER", 0.0)
+    monkeypatch.setattr(runners, "CLAIM_AFTER", 0.0)
     call = running_call(seen_ago=None)
 
     async def run_briefly() -> None:
-        async with call_runners.claimed_while_running(call.pk):
+        async with runners.claimed_while_running(call.pk):
             await apoll(
                 lambda: asyncio.to_thread(_claimed, call.pk),
                 reason="the call row (a claim sends no event)",
@@ -86,9 +87,9 @@ def test_the_running_process_claims_its_call_and_stops_when_it_ends(running_call
 
     asyncio.run(asyncio.wait_for(run_briefly(), 10))
     call.refresh_from_db()
-    assert call.runner == call_runners.HOLDER
+    assert call.runner == runners.HOLDER
     ToolCall.objects.filter(pk=call.pk).update(status=ToolCallStatus.SUCCESS)
-    assert call_runners.tool_call_claim_runner(call_id=call.pk) is False  # ended: no claim
+    assert runners.tool_call_claim_runner(call_id=call.pk) is False  # ended: no claim
 
 
 def _claimed(call_id: int) -> bool:

@@ -1,12 +1,12 @@
-"""chat.call_stops: a stop sent to every process cancels only a task running here."""
+"""chat.calls.stops: a stop sent to every process cancels only a task running here."""
 
 from __future__ import annotations
 
 import asyncio
 
-from chat import call_stops, runtime
-from chat.groups import call_stop_message
-from chat.services.tool_calls import task_key
+from chat.calls import runtime, stops
+from chat.calls.requests import task_key
+from chat.realtime.groups import call_stop_message
 
 
 async def test_a_stop_cancels_the_call_running_here_and_nothing_else():
@@ -18,10 +18,10 @@ async def test_a_stop_cancels_the_call_running_here_and_nothing_else():
 
     task = runtime.spawn(task_key(4242), slow())
     await started.wait()
-    assert not call_stops.handle(call_stop_message(999_999))  # runs elsewhere: ignored
-    assert not call_stops.handle({"type": "call.stop", "call_id": "4242"})  # malformed
-    assert not call_stops.handle({"type": "other", "call_id": 4242})
+    assert not stops.handle(call_stop_message(999_999))  # runs elsewhere: ignored
+    assert not stops.handle({"type": "call.stop", "call_id": "4242"})  # malformed
+    assert not stops.handle({"type": "other", "call_id": 4242})
     assert not task.done()
-    assert call_stops.handle(call_stop_message(4242))
+    assert stops.handle(call_stop_message(4242))
     await asyncio.gather(task, return_exceptions=True)
     assert task.cancelled()

@@ -1,4 +1,4 @@
-"""Events another process stores reach this process's sockets (chat.event_tail; issue 15).
+"""Events another process stores reach this process's sockets (chat.realtime.event_tail; issue 15).
 
 The processes here are simulated by ``ThreadEvent.origin``: a row stored under another
 origin is what a Celery worker, beat or ``manage.py chat`` leaves in the database. Real
@@ -15,9 +15,9 @@ from django.db import transaction
 from django.db.models import F
 from django.test import AsyncClient
 
-from chat import event_tail
 from chat.models import Thread, ThreadEvent
-from chat.thread_events import emit, layer_is_process_local, process_origin
+from chat.realtime import event_tail
+from chat.realtime.events import emit, layer_is_process_local, process_origin
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

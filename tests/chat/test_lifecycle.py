@@ -43,8 +43,8 @@ def record(tmp_path) -> Path:
 
 @pytest.fixture
 def lifecycle(personas, llm, record):
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.services.servers import server_add
 
     workspace = personas.workspace
     workspace.provider = "openai"
@@ -52,14 +52,14 @@ def lifecycle(personas, llm, record):
     workspace.provider_base_url = llm.base_url
     workspace.provider_api_key = "sk-test-lifecycle"
     workspace.save()
-    server = bridge_services.server_add(
+    server = server_add(
         name="Lifecycle recorder",
         slug="lifecycle",
         transport="stdio",
         command=sys.executable,
         args=[str(ROOT_DIR / "examples" / "lifecycle" / "server.py"), "--record", str(record)],
     )
-    binding = binding_services.binding_create(server=server, workspace=workspace)
+    binding = binding_create(server=server, workspace=workspace)
     return server, binding
 
 

@@ -53,9 +53,9 @@ PASSWORD = "pw-media-e2e-0123"
 SEED = """
 import json, sys
 from django.contrib.auth import get_user_model
-from bindings import services as binding_services
+from bindings.services.bindings import binding_create
 from chat import services
-from mcp_bridge import services as bridge_services
+from mcp_bridge.services.servers import server_add
 
 users = get_user_model().objects
 owner = users.create_user("olivia", password={password!r})
@@ -63,10 +63,10 @@ outsider = users.create_user("oscar", password={password!r})
 workspace = services.workspace_create(name="Acme", owner=owner, slug="acme")
 services.workspace_create(name="Globex", owner=outsider, slug="globex")
 thread = services.thread_create(workspace=workspace, title="Media", actor=owner)
-media = bridge_services.server_add(
+media = server_add(
     name="Media", slug="media", transport="stdio", command=sys.executable, args=[{server!r}]
 )
-binding_services.binding_create(server=media, workspace=workspace)
+binding_create(server=media, workspace=workspace)
 print(json.dumps({{"thread": thread.pk}}))
 """
 
@@ -562,7 +562,7 @@ def test_a_worker_killed_mid_task_loses_nothing(scenario):
     (part,) = media_parts(finished["data"])
     asset_id = part["asset"]["id"]
     key = server.shell(
-        f"from chat.models import MediaAsset; print(MediaAsset.objects.get(pk={asset_id})"
+        f"from chat.media.models import MediaAsset; print(MediaAsset.objects.get(pk={asset_id})"
         ".staging_path)"
     ).split()[-1]
     staging = server.var_dir / "staging" / key
@@ -597,7 +597,7 @@ def test_a_worker_killed_mid_task_loses_nothing(scenario):
 
 def _attempts(server: LiveAtrium, asset_id: int) -> int:
     out = server.shell(
-        f"from chat.models import MediaAsset; print(MediaAsset.objects.get(pk={asset_id}).attempts)"
+        f"from chat.media.models import MediaAsset; print(MediaAsset.objects.get(pk={asset_id}).attempts)"
     )
     return int(out.split()[-1])
 

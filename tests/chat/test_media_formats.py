@@ -1,4 +1,4 @@
-"""chat.media_formats (pure): the magic-number table, declared types, container hints.
+"""chat.media.formats (pure): the magic-number table, declared types, container hints.
 
 Plain tests on the real files the `media` example server produces: no database, no Pillow.
 """
@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from chat import media_formats
-from chat.media_formats import MediaRejected
+from chat.media import formats as media_formats
+from chat.media.formats import MediaRejected
 from examples.media import server as samples
 
 PNG = samples.encode_image(samples.render_picture(1600, 900, "png"), "png")

@@ -1,4 +1,4 @@
-"""chat.media_images: Pillow with bomb limits, thumbnails and posters, a video's stills."""
+"""chat.media.images: Pillow with bomb limits, thumbnails and posters, a video's stills."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import io
 import pytest
 from PIL import Image
 
-from chat import media_formats, media_images
-from chat.media_formats import MediaRejected
+from chat.media import formats as media_formats
+from chat.media import images as media_images
+from chat.media.formats import MediaRejected
 from examples.media import server as samples
 
 PNG = samples.encode_image(samples.render_picture(1600, 900, "png"), "png")

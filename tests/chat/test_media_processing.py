@@ -1,4 +1,4 @@
-"""chat.media_processing and media_storage: hashing, verifying, naming by digest, keys.
+"""chat.media.processing and media_storage: hashing, verifying, naming by digest, keys.
 
 No database and no worker: these are the checks `persist_tool_media` relies on.
 """
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from chat import media_formats, media_processing, media_storage
-from chat.media_formats import MediaRejected
+from chat.media import formats as media_formats
+from chat.media import processing as media_processing
+from chat.media import storage as media_storage
+from chat.media.formats import MediaRejected
 from examples.media import server as samples
 
 PNG = samples.encode_image(samples.render_picture(1600, 900, "png"), "png")

@@ -22,19 +22,18 @@ import pytest
 
 from audit.models import AuditEvent
 from audit.types import AuditEventType
-from chat import (
-    media_formats,
-    media_images,
-    media_processing,
-    media_services,
-    media_storage,
-    services,
-    tasks,
-)
-from chat.media import normalize_result
-from chat.media_formats import MediaRejected
-from chat.media_processing import INVALID_BASE64
-from chat.models import MediaAsset, MediaStatus, ThreadEvent
+from chat import services
+from chat.media import formats as media_formats
+from chat.media import images as media_images
+from chat.media import processing as media_processing
+from chat.media import services as media_services
+from chat.media import storage as media_storage
+from chat.media import tasks
+from chat.media.formats import MediaRejected
+from chat.media.models import MediaAsset, MediaStatus
+from chat.media.processing import INVALID_BASE64
+from chat.media.staging import normalize_result
+from chat.models import ThreadEvent
 from examples.media import server as samples
 from mcp_bridge.spooled_media import SPOOL_SUBDIR
 from mcp_bridge.stdio_transport import LineSplitter, parse_message
@@ -180,7 +179,7 @@ def staging(settings, tmp_path: Path) -> Path:
 
 
 def test_a_large_payload_is_staged_as_text_and_a_small_one_as_bytes(staging: Path) -> None:
-    from chat.media import stage_payload
+    from chat.media.staging import stage_payload
     from mcp_bridge.normalize import StagedPayload
 
     text = base64.b64encode(os.urandom(300_000)).decode()
@@ -199,7 +198,7 @@ def test_a_large_payload_is_staged_as_text_and_a_small_one_as_bytes(staging: Pat
 def test_normalize_result_defers_large_payloads_and_checks_inline_ones(
     staging: Path, settings
 ) -> None:
-    from chat.media import DEFER_DECODE_OVER, normalize_result
+    from chat.media.staging import DEFER_DECODE_OVER, normalize_result
 
     settings.ATRIUM_MEDIA_INLINE_LIMIT = 64 * 1024
     big = base64.b64encode(os.urandom(DEFER_DECODE_OVER + 3)).decode()

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from chat import media_formats, media_services, media_storage
-from chat.tasks import persist_tool_media
+from chat.media import formats as media_formats
+from chat.media import services as media_services
+from chat.media import storage as media_storage
+from chat.media.tasks import persist_tool_media
 from examples.media import server as samples
 from tests import factories
 from tests.waiting import WaitTimeout, poll
@@ -92,7 +94,7 @@ def module_worker(django_db_setup, django_db_blocker) -> Iterator[Any]:
     before the worker's thread opens a connection."""
     from celery.contrib.testing.worker import start_worker
 
-    import chat.tasks  # noqa: F401  (registers the tasks)
+    import chat.media.tasks  # noqa: F401  (registers the tasks)
     from config.celery import app
 
     keys = ("broker_url", "broker_read_url", "broker_write_url", "broker_transport_options")
@@ -128,11 +130,11 @@ def worker(module_worker, media_settings) -> Any:
 @pytest.fixture
 def media_call(world, media_settings) -> Callable[..., Any]:
     """Finish a tool call with the given content through the real request path."""
+    from chat.calls.finish import tool_call_finish
     from chat.models import ToolCall
-    from chat.services.tool_calls import tool_call_finish
-    from mcp_bridge import services as bridge_services
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge_services.server_add(
+    server = server_add(
         name="Media",
         slug="media",
         transport="stdio",
@@ -157,7 +159,7 @@ def media_call(world, media_settings) -> Callable[..., Any]:
 
 def wait_settled(call: Any, timeout: float = 30.0) -> list[Any]:
     """The call's assets once none is staged any more."""
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
 
     def settled() -> list[Any]:
         assets = list(MediaAsset.objects.filter(tool_call=call).order_by("id"))
@@ -347,8 +349,8 @@ def test_requeue_media_re_enqueues_only_old_staged_assets(world, worker, media_s
 
     from django.utils import timezone
 
-    from chat.media import stage_payload
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
+    from chat.media.staging import stage_payload
     from mcp_bridge.normalize import StagedPayload
 
     def staged(age: float) -> MediaAsset:
@@ -392,7 +394,7 @@ def test_requeue_media_re_enqueues_only_old_staged_assets(world, worker, media_s
 
 
 def test_a_missing_staging_file_is_retried_then_rejected(world, media_settings):
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
 
     asset = MediaAsset.objects.create(
         thread=world.thread, kind="image", mime_type="image/png", staging_path="f" * 32
@@ -408,7 +410,7 @@ def test_a_missing_staging_file_is_retried_then_rejected(world, media_settings):
 
 
 def test_an_asset_that_keeps_failing_is_rejected_after_the_attempt_limit(world, media_settings):
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
 
     asset = MediaAsset.objects.create(
         thread=world.thread,
@@ -425,10 +427,10 @@ def test_an_asset_that_keeps_failing_is_rejected_after_the_attempt_limit(world, 
 def test_a_large_payload_is_staged_undecoded_and_the_worker_decodes_it(
     worker, media_call, media_settings
 ):
-    """Above chat.media.DEFER_DECODE_OVER the request path stages the base64 text as is;
+    """Above chat.media.staging.DEFER_DECODE_OVER the request path stages the base64 text as is;
     the worker decodes it (strictly), stores the bytes, and cleans up both files."""
-    from chat.media import DEFER_DECODE_OVER
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
+    from chat.media.staging import DEFER_DECODE_OVER
 
     video = samples.build_large_avi(DEFER_DECODE_OVER + 64 * 1024)
     call = media_call([resource_block(video, "video/x-msvideo", "media://video/big.avi")])
@@ -447,7 +449,7 @@ def test_a_large_payload_is_staged_undecoded_and_the_worker_decodes_it(
 def test_invalid_base64_of_a_large_payload_is_rejected_by_the_worker(
     worker, media_call, media_settings
 ):
-    from chat.media import DEFER_DECODE_OVER
+    from chat.media.staging import DEFER_DECODE_OVER
 
     text = "*" * (4 * (DEFER_DECODE_OVER // 3 + 8))  # right length, wrong alphabet
     resource = {"uri": "media://files/x.bin", "mimeType": "application/octet-stream"}
@@ -460,7 +462,7 @@ def test_invalid_base64_of_a_large_payload_is_rejected_by_the_worker(
 
 def test_small_inline_media_is_type_checked_on_the_request_path(media_call, media_settings):
     """Inlined payloads never reach the worker: the request path applies its checks."""
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
 
     media_settings.ATRIUM_MEDIA_INLINE_LIMIT = 64 * 1024
     call = media_call([image_block(samples.build_zip()), image_block(SMALL_PNG)])

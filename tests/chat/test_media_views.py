@@ -13,8 +13,8 @@ from channels.db import database_sync_to_async
 from django.test import AsyncClient
 from PIL import Image
 
-from chat import media_services
-from chat.media_views import content_disposition, parse_range, safe_filename
+from chat.media import services as media_services
+from chat.media.views import content_disposition, parse_range, safe_filename
 from examples.media import server as samples
 from tests import factories
 
@@ -50,8 +50,8 @@ def world(settings, tmp_path: Path) -> World:
 
 def persisted(world: World, data: bytes, kind: str, mime: str, filename: str = "") -> Any:
     """An asset staged like the request path does, then persisted like the worker does."""
-    from chat.media import stage_payload
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
+    from chat.media.staging import stage_payload
     from mcp_bridge.normalize import StagedPayload
 
     staged = stage_payload(StagedPayload(kind=kind, mime_type=mime, data=data))

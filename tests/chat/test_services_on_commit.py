@@ -21,16 +21,18 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.types import AuditEventType
-from bindings import services as authority
 from bindings.models import ApprovalRequest, ApprovalStatus, ToolPolicy
 from bindings.policy import ActionKind
+from bindings.services.approvals import approval_create, approval_expire_due
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_remove, tool_policy_set
+from chat.calls.finish import tool_call_reject
 from chat.models import Message, ToolCall, ToolCallStatus
+from chat.realtime.groups import thread_group
 from chat.services import app_views
-from chat.services.tool_calls import tool_call_reject
 from chat.services.workspaces import thread_allowances_announce
-from chat.thread_events import thread_group
-from mcp_bridge import services as bridge
 from mcp_bridge.models import McpServer
+from mcp_bridge.services.servers import server_add, server_remove, server_save
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = {"type": "test.marker"}
@@ -75,14 +77,14 @@ def assert_broadcast_on_commit(listener: Listener, callbacks, *, kind: str) -> d
 
 @pytest.fixture
 def bound(personas):
-    server = bridge.server_add(
+    server = server_add(
         name="Board",
         slug="board",
         transport="stdio",
         command=sys.executable,
         args=[str(ROOT / "examples" / "board" / "server.py")],
     )
-    binding = authority.binding_create(server=server, workspace=personas.workspace)
+    binding = binding_create(server=server, workspace=personas.workspace)
     return server, binding
 
 
@@ -97,7 +99,7 @@ def _waiting_call(personas, server, binding) -> tuple[ToolCall, ApprovalRequest]
         origin="model",
         requested_by=personas.member,
     )
-    approval = authority.approval_create(
+    approval = approval_create(
         thread=personas.thread,
         binding=binding,
         tool_call=call,
@@ -136,7 +138,7 @@ def test_expiring_an_approval_audits_it_and_rejects_its_call_on_commit(
     )
     listener = Listener(in_memory_layer, personas.thread.pk)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        expired = authority.approval_expire_due(thread_id=personas.thread.pk)
+        expired = approval_expire_due(thread_id=personas.thread.pk)
     assert [a.pk for a in expired] == [approval.pk]
     assert ApprovalRequest.objects.get(pk=approval.pk).status == ApprovalStatus.EXPIRED
     assert AuditEvent.objects.filter(event_type=AuditEventType.APPROVAL_EXPIRED).count() == 1
@@ -189,8 +191,8 @@ def test_app_view_message_is_audited_and_broadcast_on_commit(
 
 def test_tool_policy_remove_is_audited_with_its_change(personas, bound):
     _, binding = bound
-    authority.tool_policy_set(binding=binding, tool_name="delete_item", approval="auto")
-    assert authority.tool_policy_remove(
+    tool_policy_set(binding=binding, tool_name="delete_item", approval="auto")
+    assert tool_policy_remove(
         binding=binding, tool_name="delete_item", actor=personas.owner, actor_label="admin"
     )
     assert not ToolPolicy.objects.filter(binding=binding).exists()
@@ -198,24 +200,24 @@ def test_tool_policy_remove_is_audited_with_its_change(personas, bound):
     assert removed.reason == "policy_removed" and removed.actor_user_id == personas.owner.pk
     # Nothing to remove: nothing written, nothing audited.
     count = AuditEvent.objects.count()
-    assert not authority.tool_policy_remove(binding=binding, tool_name="delete_item")
+    assert not tool_policy_remove(binding=binding, tool_name="delete_item")
     assert AuditEvent.objects.count() == count
 
 
 def test_server_save_and_remove_audit_in_the_same_transaction(personas):
     server = McpServer(name="Files", slug="files", transport="stdio", command="files-server")
-    bridge.server_save(server=server, actor=personas.owner, actor_label="admin")
+    server_save(server=server, actor=personas.owner, actor_label="admin")
     added = AuditEvent.objects.get(event_type=AuditEventType.SERVER_ADDED)
     assert added.server_id == server.pk and added.extra["via"] == "admin"
     server.call_timeout = 5.0
-    bridge.server_save(server=server, actor=personas.owner, actor_label="admin")
+    server_save(server=server, actor=personas.owner, actor_label="admin")
     changed = AuditEvent.objects.get(event_type=AuditEventType.SERVER_CHANGED)
     assert changed.extra["changed"] == ["call_timeout"]
     # Saving again with no change writes no row.
-    bridge.server_save(server=server, actor=personas.owner, actor_label="admin")
+    server_save(server=server, actor=personas.owner, actor_label="admin")
     assert AuditEvent.objects.filter(event_type=AuditEventType.SERVER_CHANGED).count() == 1
     pk = server.pk
-    bridge.server_remove(server=server, actor=personas.owner, actor_label="admin")
+    server_remove(server=server, actor=personas.owner, actor_label="admin")
     assert not McpServer.objects.filter(pk=pk).exists()
     removed = AuditEvent.objects.get(event_type=AuditEventType.SERVER_REMOVED)
     assert removed.server_id == pk and removed.extra["slug"] == "files"

@@ -20,8 +20,9 @@ SETUP = """
 import json, sys
 from django.contrib.auth import get_user_model
 from chat import services
-from bindings import services as binding_services
-from mcp_bridge import services as bridge_services
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_set
+from mcp_bridge.services.servers import server_add
 U = get_user_model()
 owner = U.objects.create_user("olivia", password="pw-olivia-123456")
 member = U.objects.create_user("marco", password="pw-marco-1234567")
@@ -31,12 +32,12 @@ ws.provider = "openai"; ws.model = "fake-model"; ws.provider_base_url = {base_ur
 ws.save()
 services.membership_set(workspace=ws, user=member, role="member")
 services.membership_set(workspace=ws, user=viewer, role="viewer")
-server = bridge_services.server_add(
+server = server_add(
     name="Board", slug="board", transport="stdio", command=sys.executable,
     args=[{board!r}], env={{"BOARD_STATE_FILE": {state!r}}},
 )
-binding = binding_services.binding_create(server=server, workspace=ws)
-binding_services.tool_policy_set(binding=binding, tool_name="add_item", approval="auto")
+binding = binding_create(server=server, workspace=ws)
+tool_policy_set(binding=binding, tool_name="add_item", approval="auto")
 threads = {{}}
 for name in ("session", "viewer", "live"):
     t = services.thread_create(workspace=ws, title=f"{{name}} thread", actor=owner)

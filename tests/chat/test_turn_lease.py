@@ -9,8 +9,11 @@ import pytest
 from django.utils import timezone
 
 from chat import agent
+from chat.calls.decide import tool_call_decide
+from chat.calls.input import tool_call_open_input, tool_call_record_input
+from chat.calls.requests import CallRequest
 from chat.models import Message, MessageStatus, TurnLease
-from chat.services import tool_calls, turn_lease, turns
+from chat.services import turn_lease, turns
 from tests.waiting import apoll
 
 pytestmark = pytest.mark.django_db
@@ -124,20 +127,20 @@ def test_a_turn_whose_lease_was_lost_starts_and_records_no_tool_call(personas):
     streams its arguments, the partial arguments, and the decision that would run it."""
     import sys
 
-    from bindings import services as binding_services
+    from bindings.services.bindings import binding_create
     from chat.models import ToolCall, ToolCallStatus
-    from mcp_bridge import services as bridge_services
+    from mcp_bridge.services.servers import server_add
 
     thread = personas.thread
-    server = bridge_services.server_add(
+    server = server_add(
         name="Board", slug="board", transport="stdio", command=sys.executable, args=["-c", ""]
     )
-    binding = binding_services.binding_create(server=server, workspace=thread.workspace)
+    binding = binding_create(server=server, workspace=thread.workspace)
     _post(thread, personas.owner, "list the board")
     stale = turn_lease.turn_lease_acquire(thread_id=thread.pk, holder="dead")
     fence = turn_lease.current_fence.set((thread.pk, stale))
     try:
-        opened = tool_calls.tool_call_open_input(
+        opened = tool_call_open_input(
             thread_id=thread.pk,
             server=server,
             tool_name="list_items",
@@ -152,7 +155,7 @@ def test_a_turn_whose_lease_was_lost_starts_and_records_no_tool_call(personas):
     TurnLease.objects.filter(thread=thread).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert turn_lease.turn_lease_acquire(thread_id=thread.pk, holder="b") is not None
 
-    request = tool_calls.CallRequest(
+    request = CallRequest(
         thread=thread,
         server=server,
         tool_name="list_items",
@@ -167,7 +170,7 @@ def test_a_turn_whose_lease_was_lost_starts_and_records_no_tool_call(personas):
     fence = turn_lease.current_fence.set((thread.pk, stale))
     try:
         with pytest.raises(turn_lease.LeaseLost):
-            tool_calls.tool_call_open_input(
+            tool_call_open_input(
                 thread_id=thread.pk,
                 server=server,
                 tool_name="list_items",
@@ -178,17 +181,17 @@ def test_a_turn_whose_lease_was_lost_starts_and_records_no_tool_call(personas):
                 binding_id=binding.pk,
             )
         with pytest.raises(turn_lease.LeaseLost):
-            tool_calls.tool_call_record_input(
+            tool_call_record_input(
                 call_id=opened.pk,
                 thread_id=thread.pk,
                 arguments={"late": True},
                 payload={"id": opened.pk},
             )
         with pytest.raises(turn_lease.LeaseLost):
-            tool_calls.tool_call_decide(request=request)
+            tool_call_decide(request=request)
         with pytest.raises(turn_lease.LeaseLost):  # nor the row it opened while it held it
-            tool_calls.tool_call_decide(
-                request=tool_calls.CallRequest(**{**vars(request), "streamed_call_id": opened.pk})
+            tool_call_decide(
+                request=CallRequest(**{**vars(request), "streamed_call_id": opened.pk})
             )
     finally:
         turn_lease.current_fence.reset(fence)
@@ -198,7 +201,7 @@ def test_a_turn_whose_lease_was_lost_starts_and_records_no_tool_call(personas):
     assert opened.arguments == {} and opened.status == ToolCallStatus.STREAMING
 
     # The same decision outside the dead turn is recorded (the fence is what refused it).
-    decided, _ = tool_calls.tool_call_decide(request=request)
+    decided, _ = tool_call_decide(request=request)
     assert ToolCall.objects.filter(pk=decided.pk).exists()
 
 

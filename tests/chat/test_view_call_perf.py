@@ -1,6 +1,6 @@
 """The lean UI tools/call path (DESIGN §9 round-trip budget) keeps every invariant of §8.
 
-A view's `tools/call` now reads its rows with lean statements (`audit.rows.select_rows`),
+A view's `tools/call` now reads its rows with lean statements (`lean_rows.select_rows`),
 writes with `insert_row`/`update_row`, builds its events from memory and announces a
 quick call with its final event only. Nothing about the authority is cached: these tests
 change bindings, policies, catalogue rows and memberships behind the app's back (plain
@@ -139,15 +139,13 @@ async def test_disabling_the_binding_refuses_the_very_next_call(personas, board_
 
 
 async def test_a_thread_binding_beats_the_workspace_binding(personas, board_server, ws_connect):
-    from bindings import services
+    from bindings.services.bindings import binding_create
 
     server, _binding = board_server
     view = await _open_view(ws_connect, personas.owner, personas.thread)
     assert (await view.call())["ok"]
     await _db(
-        lambda: services.binding_create(
-            server=server, workspace=personas.workspace, thread=personas.thread
-        )
+        lambda: binding_create(server=server, workspace=personas.workspace, thread=personas.thread)
     )
     # The thread's own binding applies now (whatever order the database sorts NULLs in),
     # and the view was opened under the workspace's.
@@ -157,13 +155,13 @@ async def test_a_thread_binding_beats_the_workspace_binding(personas, board_serv
 
 
 async def test_a_policy_change_decides_the_very_next_call(personas, board_server, ws_connect):
-    from bindings import services
     from bindings.models import ToolPolicy
+    from bindings.services.policies import tool_policy_set
 
     _server, binding = board_server
     view = await _open_view(ws_connect, personas.owner, personas.thread)
     assert (await view.call())["ok"]
-    await _db(lambda: services.tool_policy_set(binding=binding, tool_name=TOOL, approval="deny"))
+    await _db(lambda: tool_policy_set(binding=binding, tool_name=TOOL, approval="deny"))
     reply = await view.call()
     assert reply["ok"] is False
     assert reply["error"]["code"] == "policy_denies"
@@ -297,10 +295,10 @@ async def test_a_quick_view_call_has_only_its_final_event(personas, board_server
 async def test_a_slower_view_call_is_announced_before_its_final_event(
     personas, board_server, ws_connect, monkeypatch
 ):
+    from chat.calls import run
     from chat.models import ThreadEvent, ToolCall
-    from chat.services import tool_calls
 
-    monkeypatch.setattr(tool_calls, "ANNOUNCE_AFTER", 0.0)
+    monkeypatch.setattr(run, "ANNOUNCE_AFTER", 0.0)
     view = await _open_view(ws_connect, personas.owner, personas.thread)
     for _ in range(5):
         assert (await view.call())["ok"]

@@ -6,8 +6,9 @@ import asyncio
 
 from channels.layers import get_channel_layer
 
-from chat import waiters
-from chat.thread_events import thread_group, wire_message
+from chat.realtime import waiters
+from chat.realtime.events import wire_message
+from chat.realtime.groups import thread_group
 
 
 def _final(call_id: int, status: str = "success") -> dict:

@@ -40,7 +40,7 @@ pytestmark = [
 APPROVAL_TTL = 3  # seconds
 THREADS = ["approval", "turn", "call", "media"]
 MIB = 1024 * 1024
-# What the app says of a media file and nginx must pass on (chat/media_views.py).
+# What the app says of a media file and nginx must pass on (chat/media/views.py).
 APP_MEDIA_HEADERS = (
     "content-type",
     "content-disposition",

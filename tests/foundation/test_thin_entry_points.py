@@ -135,8 +135,10 @@ def f(request, obj, qs):
 def test_entry_modules_are_found():
     names = {str(p.relative_to(ROOT)) for p in entry_modules()}
     assert {
-        "chat/consumers.py",
+        "chat/realtime/consumers.py",
         "chat/tasks.py",
+        "chat/media/tasks.py",
+        "chat/media/views.py",
         "chat/receivers.py",
         "chat/admin.py",
         "chat/admin_bindings.py",

@@ -289,7 +289,8 @@ def test_a_workspace_added_in_the_admin_is_audited(admin_client, personas):
 def test_messages_tool_calls_and_media_are_viewable_but_never_changed(
     admin_client, personas, model
 ):
-    from chat.models import MediaAsset, Message, ToolCall
+    from chat.media.models import MediaAsset
+    from chat.models import Message, ToolCall
 
     if model == "message":
         row = factories.MessageFactory(thread=personas.thread, text="the original")

@@ -19,9 +19,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def stdio_server():
-    from mcp_bridge import services
+    from mcp_bridge.services.servers import server_add
 
-    return services.server_add(
+    return server_add(
         name="Files", transport="stdio", command="node", args=["server.js"],
         env={"API_TOKEN": "env-s3cret"},
     )  # fmt: skip
@@ -104,8 +104,8 @@ def test_a_superuser_still_manages_connections(stdio_server):
 
 
 def test_env_references_only_resolve_the_allow_listed_prefix(stdio_server, monkeypatch):
-    from mcp_bridge import services
     from mcp_bridge.models import McpServer
+    from mcp_bridge.services.servers import ServerConfigError, server_add, spec_for
 
     admin = make_user("root", staff=True)
     client = Client()
@@ -118,20 +118,20 @@ def test_env_references_only_resolve_the_allow_listed_prefix(stdio_server, monke
     page = client.post(url, data)
     assert page.status_code == 200 and "only variables named ATRIUM_MCP_*" in page.content.decode()
 
-    with pytest.raises(services.ServerConfigError):
-        services.server_add(
+    with pytest.raises(ServerConfigError):
+        server_add(
             name="Remote", transport="streamable_http", url="https://attacker.example/mcp",
             headers={"Authorization": "${SECRET_KEY}"},
         )  # fmt: skip
     # A row written around the form (shell, old data) does not resolve either.
     McpServer.objects.filter(pk=stdio_server.pk).update(env={"TOKEN": "${DATABASE_URL}"})
     stdio_server.refresh_from_db()
-    with pytest.raises(services.ServerConfigError, match="ATRIUM_MCP_"):
-        services.spec_for(stdio_server)
+    with pytest.raises(ServerConfigError, match="ATRIUM_MCP_"):
+        spec_for(stdio_server)
     monkeypatch.setenv("ATRIUM_MCP_FILES_TOKEN", "resolved")
     McpServer.objects.filter(pk=stdio_server.pk).update(env={"TOKEN": "${ATRIUM_MCP_FILES_TOKEN}"})
     stdio_server.refresh_from_db()
-    assert services.spec_for(stdio_server).env["TOKEN"] == "resolved"
+    assert spec_for(stdio_server).env["TOKEN"] == "resolved"
 
 
 # ---- 1c: the deployment's provider key goes only to the deployment's endpoint ---------------

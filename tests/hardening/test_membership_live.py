@@ -61,8 +61,8 @@ async def _closed(communicator) -> dict:
 async def test_removing_a_member_ends_their_socket_and_nothing_after_it_reaches_them(
     personas, ws_connect
 ):
-    from chat.groups import user_group
     from chat.models import Message
+    from chat.realtime.groups import user_group
     from chat.services import message_post
     from chat.services.workspaces import membership_remove
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bindings import policy
+from bindings import policy, policy_engine
 from bindings.ratelimit import Limit, refill_and_take
 from chat.markdown import code_span, escape_markdown, render_markdown
 from mcp_bridge.errors import InvalidArguments
@@ -15,7 +15,7 @@ from mcp_bridge.schema import validate_arguments
 
 
 def _decide(server_enabled: bool) -> policy.PolicyDecision:
-    return policy.decide(
+    return policy_engine.decide(
         actor=policy.Actor(kind="user", user_id=1, role="owner"),
         thread=policy.ThreadRef(id=1, workspace_id=1),
         binding=policy.BindingSnap(

@@ -152,14 +152,14 @@ async def test_forged_origin_handshakes_are_audited_at_a_bounded_rate_per_client
 
 @pytest.fixture
 def hostile_server(personas):
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge_services.server_add(
+    server = server_add(
         name="Hostile", slug="hostile", transport="stdio", command=sys.executable,
         args=[str(HOSTILE)],
     )  # fmt: skip
-    binding = binding_services.binding_create(server=server, workspace=personas.workspace)
+    binding = binding_create(server=server, workspace=personas.workspace)
     return server, binding
 
 

@@ -171,7 +171,7 @@ async def test_a_3_mib_result_meta_is_dropped_with_an_error_part(
 async def test_staged_media_past_the_per_result_total_are_error_parts(
     personas, oversized_server, ws_connect, settings
 ):
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
 
     settings.ATRIUM_MEDIA_MAX_STAGED_PER_RESULT = 250 * 1024
     owner_view, _ = await _call(
@@ -190,7 +190,7 @@ async def test_staged_media_past_the_per_result_total_are_error_parts(
 async def test_staged_media_past_the_servers_daily_total_are_error_parts(
     personas, oversized_server, ws_connect, settings
 ):
-    from chat.models import MediaAsset
+    from chat.media.models import MediaAsset
 
     settings.ATRIUM_MEDIA_MAX_STAGED_PER_SERVER_DAY = 250 * 1024
     command = '/call oversized.files {"count": 2, "kib": 100}'

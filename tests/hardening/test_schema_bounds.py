@@ -38,14 +38,14 @@ async def close_connections():
 
 @pytest.fixture
 def bombs_server(personas):
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge_services.server_add(
+    server = server_add(
         name="Schema bombs", slug="bombs", transport="stdio", command=sys.executable,
         args=[str(SCHEMA_BOMBS)],
     )  # fmt: skip
-    binding = binding_services.binding_create(server=server, workspace=personas.workspace)
+    binding = binding_create(server=server, workspace=personas.workspace)
     return server, binding
 
 

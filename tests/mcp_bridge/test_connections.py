@@ -22,14 +22,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from mcp_bridge.connections import (
-    UI_EXTENSION_ID,
-    UI_MIME_TYPE,
-    BlockingBridge,
-    ConnectionManager,
-    HealthInfo,
-    ServerSpec,
-)
+from mcp_bridge.blocking_bridge import BlockingBridge
+from mcp_bridge.connection_pool import UI_EXTENSION_ID, UI_MIME_TYPE, HealthInfo
+from mcp_bridge.connections import ConnectionManager
 from mcp_bridge.errors import (
     Cancelled,
     ResourceNotFound,
@@ -38,6 +33,7 @@ from mcp_bridge.errors import (
     ToolNotFound,
     ToolTimeout,
 )
+from mcp_bridge.server_spec import ServerSpec
 from tests.fixtures.http_servers import free_port, serve_async
 from tests.waiting import apoll
 

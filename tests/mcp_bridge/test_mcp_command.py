@@ -27,9 +27,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
-from mcp_bridge import gateway, services
+from mcp_bridge import gateway
 from mcp_bridge.errors import InvalidResource, ServerCrashed, ToolTimeout
 from mcp_bridge.models import McpServer, Tool, UiResource
+from mcp_bridge.services.servers import server_add, spec_for
+from mcp_bridge.services.ui_resources import ui_resource_store
 from tests.fixtures import third_party
 from tests.waiting import apoll
 
@@ -103,7 +105,7 @@ def test_add_stores_secrets_and_list_never_prints_them(monkeypatch: pytest.Monke
     assert McpServer.objects.get(slug="old-sse").headers == {"X-Key": "sse-s3cret"}
     # `${NAME}` is resolved from our environment when connecting, never stored resolved.
     monkeypatch.setenv("ATRIUM_MCP_FILES_TOKEN", "resolved")
-    assert services.spec_for(files).env["FROM_ENV"] == "resolved"
+    assert spec_for(files).env["FROM_ENV"] == "resolved"
 
     listing = mcp("list").out
     lines = listing.splitlines()
@@ -424,7 +426,7 @@ def test_hostile_content_becomes_error_parts() -> None:
 
 @pytest.fixture
 def faulty(tmp_path: Path) -> McpServer:
-    return services.server_add(
+    return server_add(
         name="faulty",
         transport="stdio",
         command=sys.executable,
@@ -466,7 +468,7 @@ async def test_gateway_reconnects_after_the_process_is_killed(
     assert await Tool.objects.filter(server=faulty, present=True).acount() == 23
 
     os.kill(first, signal.SIGKILL)
-    spec = services.spec_for(faulty)
+    spec = spec_for(faulty)
     await eventually(lambda: gateway.manager().health(spec)["state"] == "disconnected")
     second = int(await call(faulty, "pid"))
     assert second != first
@@ -515,10 +517,10 @@ def test_blocking_bridge_is_shared_and_survives_with_blocks() -> None:
 
 
 def test_non_html_ui_resource_is_rejected_with_its_uri() -> None:
-    server = services.server_add(name="s", transport="stdio", command="node")
+    server = server_add(name="s", transport="stdio", command="node")
     read = {"contents": [{"uri": "ui://s/view", "mimeType": "text/plain", "text": "hello"}]}
     with pytest.raises(InvalidResource) as caught:
-        services.ui_resource_store(server=server, uri="ui://s/view", read_result=read)
+        ui_resource_store(server=server, uri="ui://s/view", read_result=read)
     assert caught.value.details["uri"] == "ui://s/view"
     assert str(caught.value) == (
         "The UI resource ui://s/view has mime type 'text/plain', not an HTML app type."

@@ -134,7 +134,7 @@ def test_a_failing_stage_of_a_deferred_payload_is_an_error_part() -> None:
 
 
 def test_the_alphabet_is_left_to_whoever_decodes() -> None:
-    """Checking it takes a full decode; the media worker rejects it (chat.media_processing)."""
+    """Checking it takes a full decode; the media worker rejects it (chat.media.processing)."""
     text = "*" * (2 * MIB)
     stage = Stage()
     normalize_tool_result(video(text), stage=stage, defer_decode_over=MIB)

@@ -44,14 +44,14 @@ def _raw_key(pk: int) -> str:
 
 @pytest.mark.django_db
 def test_server_secrets_are_sealed_in_the_database_and_read_back_plain():
-    from mcp_bridge import services
     from mcp_bridge.models import McpServer
+    from mcp_bridge.services.servers import server_add, spec_for
 
-    stdio = services.server_add(
+    stdio = server_add(
         name="Files", transport="stdio", command="node", args=["x.js"],
         env={"API_TOKEN": ENV_SECRET},
     )  # fmt: skip
-    http = services.server_add(
+    http = server_add(
         name="Remote", transport="streamable_http", url="https://mcp.example.com/mcp",
         headers={"Authorization": HEADER_SECRET},
     )  # fmt: skip
@@ -62,7 +62,7 @@ def test_server_secrets_are_sealed_in_the_database_and_read_back_plain():
     assert HEADER_SECRET not in headers and "Authorization" not in headers and env == ""
 
     assert McpServer.objects.get(pk=stdio.pk).env == {"API_TOKEN": ENV_SECRET}
-    assert services.spec_for(McpServer.objects.get(pk=http.pk)).headers == {
+    assert spec_for(McpServer.objects.get(pk=http.pk)).headers == {
         "Authorization": HEADER_SECRET
     }
     assert McpServer.objects.values_list("env", flat=True).get(pk=stdio.pk) == {
@@ -172,15 +172,15 @@ async def close_connections():
 async def test_a_real_stdio_server_starts_with_its_sealed_env_value(
     personas, ws_connect, close_connections
 ):
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.services.servers import server_add
 
     def setup():
-        server = bridge_services.server_add(
+        server = server_add(
             name="Faulty", slug="faulty", transport="stdio", command=sys.executable,
             args=[str(FAULTY)], env={"ATRIUM_SEAL_PROBE": ENV_SECRET},
         )  # fmt: skip
-        binding_services.binding_create(server=server, workspace=personas.workspace)
+        binding_create(server=server, workspace=personas.workspace)
         return _raw_server(server.pk)[0]
 
     assert ENV_SECRET not in await database_sync_to_async(setup)()
@@ -228,12 +228,12 @@ def test_reseal_moves_server_secrets_and_provider_keys_to_the_newest_key(setting
     from cryptography.fernet import Fernet
 
     from chat.models import Workspace
-    from mcp_bridge import services
     from mcp_bridge.models import McpServer
+    from mcp_bridge.services.servers import server_add
 
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     settings.ATRIUM_OAUTH_KEYS = [old]
-    server = services.server_add(
+    server = server_add(
         name="Files", transport="stdio", command="node", env={"API_TOKEN": ENV_SECRET}
     )
     workspace = personas.workspace

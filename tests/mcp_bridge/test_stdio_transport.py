@@ -28,8 +28,9 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.message import SessionMessage
 
 from mcp_bridge import spooled_media
-from mcp_bridge.connections import ConnectionManager, ServerSpec
+from mcp_bridge.connections import ConnectionManager
 from mcp_bridge.errors import ServerCrashed
+from mcp_bridge.server_spec import ServerSpec
 from mcp_bridge.stdio_transport import (
     LineSplitter,
     MalformedMessage,

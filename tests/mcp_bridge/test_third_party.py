@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from mcp_bridge.connections import UI_MIME_TYPE, ConnectionManager, ServerSpec
+from mcp_bridge.connection_pool import UI_MIME_TYPE
+from mcp_bridge.connections import ConnectionManager
+from mcp_bridge.server_spec import ServerSpec
 from tests.fixtures import third_party
 from tests.fixtures.third_party import SERVERS, SKIP_REASON, http_server_async, stdio_spec
 

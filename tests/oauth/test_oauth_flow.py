@@ -9,9 +9,10 @@ from django.test import AsyncClient
 
 from audit.models import AuditEvent
 from audit.types import AuditEventType
-from mcp_bridge import gateway, services
+from mcp_bridge import gateway
 from mcp_bridge.errors import AuthorizationRequired
 from mcp_bridge.models import AuthMode, McpServer, OAuthGrant, Tool
+from mcp_bridge.services.oauth_grants import grant_disconnect
 from tests.conftest import make_user
 from tests.oauth.support import TOKEN_PREFIX, authorize_url, callback_path, notes_server
 from tests.waiting import apoll, frames_until, next_frame
@@ -129,9 +130,7 @@ async def test_disconnecting_revokes_the_tokens_at_the_provider():
         await _connect(client, server, notes, "alice")
         assert (await notes.control("stats"))["live"]["alice"] == 2  # access + refresh
         (grant,) = await _grants()
-        await database_sync_to_async(services.grant_disconnect)(
-            grant=grant, actor=amy, reason="admin"
-        )
+        await database_sync_to_async(grant_disconnect)(grant=grant, actor=amy, reason="admin")
         assert await _grants() == []
 
         # The revocation runs in the background after the commit. Polled: the fake
@@ -156,11 +155,9 @@ async def test_the_first_call_before_anyone_connected_asks_to_connect(personas, 
             url=notes.url,
             auth_mode=AuthMode.OAUTH_MEMBER,
         )
-        from bindings import services as binding_services
+        from bindings.services.bindings import binding_create
 
-        await database_sync_to_async(binding_services.binding_create)(
-            server=server, workspace=personas.workspace
-        )
+        await database_sync_to_async(binding_create)(server=server, workspace=personas.workspace)
         socket = await open_socket(ws_connect, personas.member, personas.thread)
         await socket.send_json_to(
             {"type": "tool.call", "server": "notes", "tool": "my_notes", "arguments": {}, "rid": 7}

@@ -41,7 +41,8 @@ def llm():
 
 @database_sync_to_async
 def _setup(personas, url: str, llm: FakeLLM) -> McpServer:
-    from bindings import services as binding_services
+    from bindings.services.bindings import binding_create
+    from bindings.services.policies import tool_policy_set
 
     workspace = personas.workspace
     workspace.provider, workspace.model = "openai", "fake-model"
@@ -54,8 +55,8 @@ def _setup(personas, url: str, llm: FakeLLM) -> McpServer:
         url=url,
         auth_mode=AuthMode.OAUTH_MEMBER,
     )
-    binding = binding_services.binding_create(server=server, workspace=workspace)
-    binding_services.tool_policy_set(binding=binding, tool_name="my_notes", approval="auto")
+    binding = binding_create(server=server, workspace=workspace)
+    tool_policy_set(binding=binding, tool_name="my_notes", approval="auto")
     return server
 
 

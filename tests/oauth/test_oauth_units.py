@@ -12,9 +12,10 @@ from django.test import Client, override_settings
 from audit.models import AuditEvent
 from audit.types import AuditEventType
 from chat.models import Membership
-from mcp_bridge import services
 from mcp_bridge.models import AuthMode, McpServer, OAuthGrant
 from mcp_bridge.sealing import derived_key, seal, unseal
+from mcp_bridge.services.oauth_grants import grant_connect, grant_for
+from mcp_bridge.services.servers import ServerConfigError, server_add
 from tests.conftest import make_user
 
 SECRET = {"access_token": "atrium-oauth-sentinel-unit", "refresh_token": "r"}
@@ -55,7 +56,7 @@ def _server(mode=AuthMode.OAUTH_MEMBER, slug: str = "notes") -> McpServer:
 
 
 def _grant(server, user, *, shared=False) -> OAuthGrant:
-    return services.grant_connect(
+    return grant_connect(
         server=server,
         user=user,
         shared=shared,
@@ -87,12 +88,12 @@ def test_connect_replaces_the_owners_grant_and_grant_for_picks_whose():
     second = _grant(server, amy)
     _grant(server, ben)
     assert not OAuthGrant.objects.filter(pk=first.pk).exists()
-    assert services.grant_for(server=server, user_id=amy.pk).pk == second.pk
-    assert services.grant_for(server=server, user_id=make_user("cy").pk) is None
+    assert grant_for(server=server, user_id=amy.pk).pk == second.pk
+    assert grant_for(server=server, user_id=make_user("cy").pk) is None
     shared = _server(AuthMode.OAUTH_SHARED, slug="shared")
     grant = _grant(shared, amy, shared=True)
     assert grant.user_id is None and grant.connected_by_id == amy.pk
-    assert services.grant_for(server=shared, user_id=ben.pk).pk == grant.pk
+    assert grant_for(server=shared, user_id=ben.pk).pk == grant.pk
     rows = AuditEvent.objects.filter(event_type=int(AuditEventType.OAUTH_CONNECTED))
     assert rows.count() == 4
     assert "client_secret" not in str(list(rows.values()))
@@ -154,10 +155,10 @@ def test_removing_a_server_disconnects_its_grants_audited():
 
 @pytest.mark.django_db
 def test_oauth_needs_an_http_server_and_shared_sign_in_needs_staff():
-    with pytest.raises(services.ServerConfigError, match="HTTP server"):
-        services.server_add(name="S", transport="stdio", command="x", auth_mode="oauth_member")
-    with pytest.raises(services.ServerConfigError, match="Unknown auth mode"):
-        services.server_add(name="S", transport="stdio", command="x", auth_mode="magic")
+    with pytest.raises(ServerConfigError, match="HTTP server"):
+        server_add(name="S", transport="stdio", command="x", auth_mode="oauth_member")
+    with pytest.raises(ServerConfigError, match="Unknown auth mode"):
+        server_add(name="S", transport="stdio", command="x", auth_mode="magic")
     _server(AuthMode.OAUTH_SHARED)
     client = Client()
     client.force_login(make_user("amy"))

@@ -27,10 +27,11 @@ PRODUCTION = bool(os.environ.get("DATABASE_URL"))
 
 def faulty_server(workspace: Any, *, call_timeout: float = 60.0, tools: tuple[str, ...] = ()):
     """The misbehaving fixture server over stdio, bound to `workspace`; `tools` run unasked."""
-    from bindings import services as binding_services
-    from mcp_bridge import services as bridge_services
+    from bindings.services.bindings import binding_create
+    from bindings.services.policies import tool_policy_set
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge_services.server_add(
+    server = server_add(
         name="Faulty",
         slug="faulty",
         transport="stdio",
@@ -38,11 +39,9 @@ def faulty_server(workspace: Any, *, call_timeout: float = 60.0, tools: tuple[st
         args=[str(FAULTY)],
         call_timeout=call_timeout,
     )
-    binding = binding_services.binding_create(server=server, workspace=workspace)
+    binding = binding_create(server=server, workspace=workspace)
     for tool in tools:
-        binding_services.tool_policy_set(
-            binding=binding, tool_name=tool, risk="read", approval="auto"
-        )
+        tool_policy_set(binding=binding, tool_name=tool, risk="read", approval="auto")
     return server, binding
 
 
@@ -69,8 +68,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from chat import services
 from chat.models import Workspace
-from mcp_bridge import services as bridge
-from bindings import services as binding_services
+from mcp_bridge.services.servers import server_add
+from bindings.services.bindings import binding_create
+from bindings.services.policies import tool_policy_set
 
 spec = json.loads(sys.stdin.read())
 U = get_user_model()
@@ -87,8 +87,8 @@ threads = {
     for name in spec["threads"]
 }
 for slug, server in spec["servers"].items():
-    row = bridge.server_add(name=slug.title(), slug=slug, **server)
-    binding_services.binding_create(server=row, workspace=workspace)
+    row = server_add(name=slug.title(), slug=slug, **server)
+    binding_create(server=row, workspace=workspace)
 cookies = {}
 for user in (owner, member):
     client = Client()
@@ -129,7 +129,7 @@ def stdio(path: Path, **env: str) -> dict[str, Any]:
 def post_from_another_process(server: LiveAtrium, thread_id: int, texts: list[str]) -> None:
     """Messages written by another process (as the text channel would): stored events."""
     code = (
-        "from chat.thread_events import emit\n"
+        "from chat.realtime.events import emit\n"
         "from chat.models import Message, Thread\n"
         "from chat.presenters import serialize_message\n"
         "from django.contrib.auth import get_user_model\n"

@@ -84,15 +84,16 @@ tokens = st.one_of(
 @pytest.fixture
 def bridge(personas):
     """A view of a server that exists in the catalogue but cannot be started."""
-    from bindings import services as binding_services
+    from bindings.services.bindings import binding_create
     from chat.app_view_bridge import sign_view_token
     from chat.models import ToolCall
-    from mcp_bridge import services as bridge_services
+    from mcp_bridge.services.catalogue import catalogue_apply
+    from mcp_bridge.services.servers import server_add
 
-    server = bridge_services.server_add(
+    server = server_add(
         name="Fuzz", slug="fuzz", transport="stdio", command="/nonexistent/fuzz-mcp-server"
     )
-    bridge_services.catalogue_apply(
+    catalogue_apply(
         server=server,
         tools=[
             {
@@ -104,8 +105,8 @@ def bridge(personas):
             for name in ("echo", "show")
         ],
     )
-    binding = binding_services.binding_create(server=server, workspace=personas.workspace)
-    binding_services.binding_create(server=server, workspace=personas.other_workspace)
+    binding = binding_create(server=server, workspace=personas.workspace)
+    binding_create(server=server, workspace=personas.other_workspace)
 
     def view(thread, user):
         call = ToolCall.objects.create(
@@ -142,9 +143,8 @@ async def _send(personas, kind: str, msg: dict[str, Any]) -> dict[str, Any]:
     """Run one bridge message through the consumer's handler, as the consumer does."""
     from django.conf import settings as django_settings
 
-    from chat import actions
-    from chat.actions import ActionContext, ActionError
     from chat.actions.app_views import DEFERRED
+    from chat.actions.registry import HANDLERS, ActionContext, ActionError
     from chat.models import Membership
     from chat.selectors import SessionPin
 
@@ -175,7 +175,7 @@ async def _send(personas, kind: str, msg: dict[str, Any]) -> dict[str, Any]:
         pin=pin,
     )
     try:
-        result = await actions.HANDLERS[kind](ctx, {**msg, "rid": "fuzz"})
+        result = await HANDLERS[kind](ctx, {**msg, "rid": "fuzz"})
     except ActionError as exc:
         return {"type": "reply", "rid": "fuzz", "ok": False, "error": exc.to_dict()}
     if result is DEFERRED:

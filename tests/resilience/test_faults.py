@@ -124,8 +124,8 @@ async def test_a_server_that_never_answers_times_out_while_the_socket_stays_resp
 async def test_a_progress_flood_is_thinned_and_never_blocks_the_socket(
     personas, ws_connect, close_connections
 ):
+    from chat.calls.run import PROGRESS_INTERVAL
     from chat.models import ThreadEvent
-    from chat.services.tool_calls import PROGRESS_INTERVAL
 
     await database_sync_to_async(faulty_server)(personas.workspace, tools=("flood_progress",))
     sock = await _socket(ws_connect, personas.owner, personas.thread)

@@ -102,7 +102,8 @@ WRONG_TYPED: list[dict[str, Any]] = [
 
 async def _counts(thread) -> dict[str, int]:
     from bindings.models import ApprovalRequest
-    from chat.models import MediaAsset, Message, Thread, ThreadEvent, ToolCall
+    from chat.media.models import MediaAsset
+    from chat.models import Message, Thread, ThreadEvent, ToolCall
 
     def read() -> dict[str, int]:
         return {

@@ -25,17 +25,21 @@ from django.core.management.base import BaseCommand, CommandError
 
 from bindings.models import ApprovalRequest
 from bindings.selectors import offered_tools
-from bindings.services import BindingError, thread_catalogues_ensure
+from bindings.services.catalogues import thread_catalogues_ensure
+from bindings.services.errors import BindingError
 from mcp_bridge import gateway
 from mcp_bridge.models import McpServer
 from mcp_bridge.normalize import text_fallback
 
-from ... import agent, services, waiters
-from ...commands import parse_call
+from ... import agent, services
+from ...actions.commands import parse_call
+from ...calls import approvals
+from ...calls.requests import CallRequest
+from ...calls.run import tool_call_start
 from ...models import Membership, Role, Thread, ToolCall, ToolCallStatus
+from ...realtime import waiters
+from ...realtime.events import events_after
 from ...selectors import thread_snapshot
-from ...services import approvals, tool_calls
-from ...thread_events import events_after
 
 POLL_INTERVAL = 0.5
 HELP = """Commands:
@@ -273,8 +277,8 @@ class Session:
         except services.ChatError as exc:
             self.say(exc.message)
             return
-        call = await tool_calls.tool_call_start(
-            tool_calls.CallRequest(
+        call = await tool_call_start(
+            CallRequest(
                 thread=self.thread,
                 server=server,
                 tool_name=tool_name,

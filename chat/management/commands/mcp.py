@@ -31,8 +31,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from channels.db import database_sync_to_async
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from bindings import services as binding_services
-from mcp_bridge import gateway, services
+from bindings.services.bindings import binding_ensure
+from bindings.services.errors import BindingError
+from mcp_bridge import gateway
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import McpServer, Tool
 from mcp_bridge.normalize import (
@@ -43,6 +44,8 @@ from mcp_bridge.normalize import (
 )
 from mcp_bridge.sealed_fields import reseal_column
 from mcp_bridge.server_config import ConfigFileError, parse_mcp_servers
+from mcp_bridge.services.oauth_grants import grant_reseal_all
+from mcp_bridge.services.servers import ServerConfigError, server_add, server_import
 
 from ...models import Thread, Workspace
 
@@ -164,16 +167,16 @@ class Command(BaseCommand):
             elif action == "list":
                 self._list()
             elif action == "reseal-grants":
-                count = services.grant_reseal_all()
+                count = grant_reseal_all()
                 self.stdout.write(f"Resealed {count} OAuth grant(s) with the newest key.")
                 secrets = sum(reseal_column(McpServer, name) for name in ("env", "headers"))
                 secrets += reseal_column(Workspace, "provider_api_key")
                 self.stdout.write(f"Resealed {secrets} server secret(s) and provider key(s).")
             else:
                 asyncio.run(self._remote(action, options))
-        except services.ServerConfigError as exc:
+        except ServerConfigError as exc:
             raise CommandError(str(exc)) from exc
-        except binding_services.BindingError as exc:
+        except BindingError as exc:
             raise CommandError(exc.message) from exc
         except BridgeError as exc:
             raise CommandError(exc.user_message) from exc
@@ -190,7 +193,7 @@ class Command(BaseCommand):
                 raise CommandError(f"Cannot parse the --stdio command: {exc}.") from exc
             if not parts:
                 raise CommandError("--stdio needs a command.")
-            server = services.server_add(
+            server = server_add(
                 name=options["name"],
                 transport="stdio",
                 command=parts[0],
@@ -201,7 +204,7 @@ class Command(BaseCommand):
         else:
             if options["env"]:
                 raise CommandError("--env applies to --stdio servers only.")
-            server = services.server_add(
+            server = server_add(
                 name=options["name"],
                 transport="sse" if options["sse"] else "streamable_http",
                 url=options["url"],
@@ -222,7 +225,7 @@ class Command(BaseCommand):
             if isinstance(exc, ConfigFileError):
                 raise CommandError(str(exc)) from exc
             raise CommandError(f"Cannot read {path}: {exc}") from exc
-        outcomes = services.server_import(entries=entries, source=Path(path).name)
+        outcomes = server_import(entries=entries, source=Path(path).name)
         for outcome in outcomes:
             if outcome.status == "skipped":
                 # One bad entry (wrong types included) is reported and skipped, never fatal.
@@ -254,7 +257,7 @@ class Command(BaseCommand):
     def _ensure_binding(
         self, server: McpServer, workspace: Workspace, thread: Thread | None, auto: list[str]
     ) -> None:
-        outcome = binding_services.binding_ensure(
+        outcome = binding_ensure(
             server=server, workspace=workspace, thread=thread, auto_tools=auto, actor_label="cli"
         )
         scope = f"thread {thread.pk}" if thread is not None else f"workspace '{workspace.slug}'"

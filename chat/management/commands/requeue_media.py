@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandParser
 
-from chat.media_selectors import staged_asset_ids
-from chat.tasks import requeue_staged
+from chat.media.selectors import staged_asset_ids
+from chat.media.tasks import requeue_staged
 
 
 class Command(BaseCommand):

@@ -1,108 +1,134 @@
-/* Apps SDK (window.openai) extras: requestModal opens the same app view in a host dialog. */
+/* Apps SDK (window.openai) extras: the shim's first globals, widget state, and
+ * requestModal, which opens the same app view again in a host dialog.
+ * Uses its view's bridge (ask the server, answer the app) and feed (input and result);
+ * `openView(container, call, client, options)` makes the dialog's own app view. */
 import { h } from "../dom.js";
-import { AppView } from "./app_view.js";
 import { iconButton } from "./display_modes.js";
 import { liveAppViews } from "./registry.js";
 import { rpcError, same } from "./rpc.js";
 
-/** Apps SDK requestModal: the same view, opened again in a host dialog — once the server
- *  allowed it (decided and audited like every view request). The host chrome names the app
- *  (its server's name); the app's own title is shown only as its text, never as ours. */
-function openModal(id, params) {
-  var self = this;
-  if (this.modal) {
-    this.respondError(id, { code: -32000, message: "A modal cannot open another modal.", data: { reason: "nested_modal" } });
-    return;
+export class OpenAiCompat {
+  constructor(view, { openView }) {
+    this.view = view;
+    this.openView = openView;
+    this.widgetState = null;
+    this.widgetWrites = []; // our setWidgetState values not yet seen back from the server
+    this.widgetStateChain = null;
+    this.modalView = null;
   }
-  this.forward("openai/requestModal", { title: typeof params.title === "string" ? params.title : "" }).then(
-    function (allowed) {
-      if (self.closed) return;
-      self.showModal(id, params, allowed || {});
-    },
-    function (err) {
-      self.respondError(id, rpcError(err));
+
+  /** Per document: no write of ours is awaited any more. */
+  reset() {
+    this.widgetWrites = [];
+  }
+
+  /** window.openai's first values, sent with the document (sandbox-resource-ready). */
+  initialGlobals(ctx) {
+    const { feed, modal } = this.view;
+    const result = feed.pendingResult;
+    return {
+      toolInput: feed.toolInput,
+      toolOutput: result && result.structuredContent !== undefined ? result.structuredContent : null,
+      toolResponseMetadata: result && result._meta ? result._meta : null,
+      widgetState: this.widgetState,
+      theme: ctx.theme,
+      locale: ctx.locale,
+      displayMode: ctx.displayMode,
+      maxHeight: ctx.containerDimensions.maxHeight || ctx.containerDimensions.height,
+      safeArea: { insets: { top: 0, bottom: 0, left: 0, right: 0 } },
+      userAgent: { device: { type: ctx.deviceCapabilities.touch && !ctx.deviceCapabilities.hover ? "mobile" : "desktop" }, capabilities: ctx.deviceCapabilities },
+      view: modal ? { mode: "modal", params: modal.params === undefined ? null : modal.params } : { mode: "inline", params: null },
+    };
+  }
+
+  /** Apps SDK requestModal: the same view, opened again in a host dialog — once the server
+   *  allowed it (decided and audited like every view request). The host chrome names the app
+   *  (its server's name); the app's own title is shown only as its text, never as ours. */
+  openModal(id, params) {
+    const { bridge } = this.view;
+    if (this.view.modal) {
+      bridge.respondError(id, { code: -32000, message: "A modal cannot open another modal.", data: { reason: "nested_modal" } });
+      return;
     }
-  );
-}
-
-function showModal(id, params, allowed) {
-  var self = this;
-  if (this.modalView) this.modalView.dialog.close();
-  var appName = typeof allowed.appName === "string" && allowed.appName ? allowed.appName : this.appName();
-  var appTitle = typeof allowed.title === "string" ? allowed.title : "";
-  var title = appName;
-  var body = h("div", { class: "view-modal-body", attrs: { "data-slot": "frame" } });
-  var close = iconButton("close", "Close", function () {
-    dialog.close();
-  });
-  var heading = h(
-    "div",
-    { class: "view-modal-title" },
-    h("strong", { class: "view-modal-app", text: appName }),
-    appTitle ? h("span", { class: "view-modal-app-title", attrs: { title: "Text from " + appName }, text: appTitle }) : null
-  );
-  var dialog = h("dialog", { class: "view-modal", attrs: { "aria-label": appName + (appTitle ? ": " + appTitle : "") } }, h("div", { class: "view-modal-head" }, heading, h("span", { class: "view-spacer" }), close), body);
-  document.body.appendChild(dialog);
-  var child = new AppView(dialog, this.call, this.client, { modal: { title: title, params: params.params, parent: this } });
-  child.dialog = dialog;
-  this.modalView = child;
-  liveAppViews.push(child);
-  dialog.addEventListener("close", function () {
-    if (self.modalView === child) self.modalView = null;
-    child.destroy("modal closed").then(function () {
-      if (dialog.parentNode) dialog.parentNode.removeChild(dialog);
-    });
-  });
-  try {
-    dialog.showModal();
-  } catch (e) {
-    dialog.setAttribute("open", "");
-  }
-  child.start();
-  this.respond(id, {});
-}
-
-/** Apps SDK setWidgetState: one write at a time, in the order the app made them, so the
- *  server stores (and every member ends at) the app's latest state. */
-function setWidgetState(id, params) {
-  var self = this;
-  var state = params.state === undefined ? null : params.state;
-  this.widgetState = state;
-  this.widgetWrites.push(state);
-  var writes = this.widgetWrites;
-  var forget = function () {
-    var i = writes.indexOf(state);
-    if (i >= 0) writes.splice(i, 1);
-  };
-  this.widgetStateChain = (this.widgetStateChain || Promise.resolve()).then(function () {
-    return self.forward("atrium/setWidgetState", params).then(
-      function (result) {
-        self.respond(id, result);
+    bridge.forward("openai/requestModal", { title: typeof params.title === "string" ? params.title : "" }).then(
+      (allowed) => {
+        if (this.view.closed) return;
+        this.showModal(id, params, allowed || {});
       },
-      function (err) {
-        forget();
-        self.respondError(id, rpcError(err));
-      }
+      (err) => bridge.respondError(id, rpcError(err))
     );
-  });
-}
-
-/** The widget state a toolcall event carries. The echo of our own older write (or an event
- *  that left before our newer write landed) is not applied: it would take the view back. */
-function receiveWidgetState(state) {
-  var writes = this.widgetWrites;
-  var echoed = -1;
-  for (var i = 0; i < writes.length; i++) {
-    if (same(writes[i], state)) {
-      echoed = i;
-      break;
-    }
   }
-  if (echoed >= 0) writes.splice(0, echoed + 1);
-  if (writes.length || same(state, this.widgetState)) return;
-  // Set by another member (or by the server's own ordering): the view follows it.
-  this.widgetState = state;
-  this.post({ jsonrpc: "2.0", method: "atrium/notifications/widget-state", params: { state: state } });
-}
 
-export const openaiCompatMethods = { openModal, showModal, setWidgetState, receiveWidgetState };
+  showModal(id, params, allowed) {
+    const view = this.view;
+    this.closeModal();
+    const appName = typeof allowed.appName === "string" && allowed.appName ? allowed.appName : view.appName();
+    const appTitle = typeof allowed.title === "string" ? allowed.title : "";
+    const body = h("div", { class: "view-modal-body", attrs: { "data-slot": "frame" } });
+    const close = iconButton("close", "Close", () => dialog.close());
+    const heading = h(
+      "div",
+      { class: "view-modal-title" },
+      h("strong", { class: "view-modal-app", text: appName }),
+      appTitle ? h("span", { class: "view-modal-app-title", attrs: { title: "Text from " + appName }, text: appTitle }) : null
+    );
+    const dialog = h("dialog", { class: "view-modal", attrs: { "aria-label": appName + (appTitle ? ": " + appTitle : "") } }, h("div", { class: "view-modal-head" }, heading, h("span", { class: "view-spacer" }), close), body);
+    document.body.appendChild(dialog);
+    const child = this.openView(dialog, view.feed.call, view.client, { modal: { title: appName, params: params.params, parent: view, dialog } });
+    this.modalView = child;
+    liveAppViews.push(child);
+    dialog.addEventListener("close", () => {
+      if (this.modalView === child) this.modalView = null;
+      child.destroy("modal closed").then(() => {
+        if (dialog.parentNode) dialog.parentNode.removeChild(dialog);
+      });
+    });
+    try {
+      dialog.showModal();
+    } catch (e) {
+      dialog.setAttribute("open", "");
+    }
+    child.start();
+    view.bridge.respond(id, {});
+  }
+
+  /** The dialog this view opened (if any) closes; its view is destroyed on close. */
+  closeModal() {
+    if (this.modalView) this.modalView.modal.dialog.close();
+  }
+
+  /** Apps SDK setWidgetState: one write at a time, in the order the app made them, so the
+   *  server stores (and every member ends at) the app's latest state. */
+  setWidgetState(id, params) {
+    const { bridge } = this.view;
+    const state = params.state === undefined ? null : params.state;
+    this.widgetState = state;
+    this.widgetWrites.push(state);
+    const writes = this.widgetWrites;
+    const forget = () => {
+      const i = writes.indexOf(state);
+      if (i >= 0) writes.splice(i, 1);
+    };
+    this.widgetStateChain = (this.widgetStateChain || Promise.resolve()).then(() =>
+      bridge.forward("atrium/setWidgetState", params).then(
+        (result) => bridge.respond(id, result),
+        (err) => {
+          forget();
+          bridge.respondError(id, rpcError(err));
+        }
+      )
+    );
+  }
+
+  /** The widget state a toolcall event carries. The echo of our own older write (or an event
+   *  that left before our newer write landed) is not applied: it would take the view back. */
+  receiveWidgetState(state) {
+    const writes = this.widgetWrites;
+    const echoed = writes.findIndex((w) => same(w, state));
+    if (echoed >= 0) writes.splice(0, echoed + 1);
+    if (writes.length || same(state, this.widgetState)) return;
+    // Set by another member (or by the server's own ordering): the view follows it.
+    this.widgetState = state;
+    this.view.bridge.post({ jsonrpc: "2.0", method: "atrium/notifications/widget-state", params: { state } });
+  }
+}

@@ -1,6 +1,6 @@
 /* What the host tells an app view about itself: theme, style tokens, locale, device,
  * sandbox capabilities, the tool being shown (MCP Apps hostContext). */
-import { HOST_INFO, MAX_HEIGHT, MODES } from "./config.js";
+import { HOST_INFO, MODES } from "./config.js";
 import { same } from "./rpc.js";
 
 export function currentTheme() {
@@ -9,7 +9,7 @@ export function currentTheme() {
 
 // MCP Apps style tokens ← the host page's tokens (static/chat/app.css); the MCP name
 // itself wins when the page defines it.
-var STYLE_SOURCES = {
+const STYLE_SOURCES = {
   "--color-background-primary": ["--surface", "--bg"],
   "--color-background-secondary": ["--surface-2", "--bg-subtle"],
   "--color-background-tertiary": ["--surface-3"],
@@ -59,7 +59,7 @@ var STYLE_SOURCES = {
   "--shadow-lg": ["--shadow-lg"],
 };
 
-var STYLE_CONSTANTS = {
+const STYLE_CONSTANTS = {
   "--font-weight-normal": "400",
   "--font-weight-medium": "500",
   "--font-weight-semibold": "600",
@@ -91,12 +91,12 @@ var STYLE_CONSTANTS = {
 };
 
 export function hostStyles() {
-  var computed = window.getComputedStyle(document.documentElement);
-  var variables = {};
+  const computed = window.getComputedStyle(document.documentElement);
+  const variables = {};
   Object.keys(STYLE_SOURCES).forEach(function (name) {
-    var candidates = [name].concat(STYLE_SOURCES[name]);
-    for (var i = 0; i < candidates.length; i++) {
-      var value = computed.getPropertyValue(candidates[i]).trim();
+    const candidates = [name].concat(STYLE_SOURCES[name]);
+    for (let i = 0; i < candidates.length; i++) {
+      const value = computed.getPropertyValue(candidates[i]).trim();
       if (value) {
         variables[name] = value;
         return;
@@ -111,7 +111,7 @@ export function hostStyles() {
 }
 
 export function deviceCapabilities() {
-  var mq = function (q) {
+  const mq = function (q) {
     return !!(window.matchMedia && window.matchMedia(q).matches);
   };
   return { touch: mq("(pointer: coarse)") || (navigator.maxTouchPoints || 0) > 0, hover: mq("(hover: hover)") };
@@ -131,13 +131,13 @@ export function timeZone() {
 
 /** The effective CSP header → McpUiResourceCsp-shaped domains (hostCapabilities.sandbox.csp). */
 export function cspDomains(header) {
-  var out = { connectDomains: [], resourceDomains: [], frameDomains: [], baseUriDomains: [] };
-  var map = { "connect-src": "connectDomains", "script-src": "resourceDomains", "style-src": "resourceDomains", "img-src": "resourceDomains", "font-src": "resourceDomains", "media-src": "resourceDomains", "frame-src": "frameDomains", "base-uri": "baseUriDomains" };
+  const out = { connectDomains: [], resourceDomains: [], frameDomains: [], baseUriDomains: [] };
+  const map = { "connect-src": "connectDomains", "script-src": "resourceDomains", "style-src": "resourceDomains", "img-src": "resourceDomains", "font-src": "resourceDomains", "media-src": "resourceDomains", "frame-src": "frameDomains", "base-uri": "baseUriDomains" };
   String(header || "")
     .split(";")
     .forEach(function (directive) {
-      var parts = directive.trim().split(/\s+/);
-      var key = map[(parts.shift() || "").toLowerCase()];
+      const parts = directive.trim().split(/\s+/);
+      const key = map[(parts.shift() || "").toLowerCase()];
       if (!key) return;
       parts.forEach(function (token) {
         if (!token || token.charAt(0) === "'" || /^[a-z]+:$/i.test(token) || token === "*") return;
@@ -147,91 +147,95 @@ export function cspDomains(header) {
   return out;
 }
 
-var PERMISSION_NAMES = ["camera", "microphone", "geolocation", "clipboardWrite"];
+const PERMISSION_NAMES = ["camera", "microphone", "geolocation", "clipboardWrite"];
 
 export function permissionObject(granted) {
-  var out = {};
+  const out = {};
   (Array.isArray(granted) ? granted : []).forEach(function (name) {
     if (PERMISSION_NAMES.indexOf(name) >= 0) out[name] = {};
   });
   return out;
 }
 
-var ANNOTATION_KEYS = { title: "string", readOnlyHint: "boolean", destructiveHint: "boolean", idempotentHint: "boolean", openWorldHint: "boolean" };
+const ANNOTATION_KEYS = { title: "string", readOnlyHint: "boolean", destructiveHint: "boolean", idempotentHint: "boolean", openWorldHint: "boolean" };
 
 export function toolInfo(info) {
   if (!info || typeof info !== "object" || !info.tool) return undefined;
-  var tool = info.tool;
-  var schema = tool.inputSchema && typeof tool.inputSchema === "object" && tool.inputSchema.type === "object" ? tool.inputSchema : { type: "object" };
-  var out = { name: String(tool.name || ""), inputSchema: schema };
+  const tool = info.tool;
+  const schema = tool.inputSchema && typeof tool.inputSchema === "object" && tool.inputSchema.type === "object" ? tool.inputSchema : { type: "object" };
+  const out = { name: String(tool.name || ""), inputSchema: schema };
   if (typeof tool.title === "string" && tool.title) out.title = tool.title;
   if (typeof tool.description === "string" && tool.description) out.description = tool.description;
   if (tool.annotations && typeof tool.annotations === "object") {
-    var ann = {};
+    const ann = {};
     Object.keys(ANNOTATION_KEYS).forEach(function (k) {
       if (typeof tool.annotations[k] === ANNOTATION_KEYS[k]) ann[k] = tool.annotations[k];
     });
     out.annotations = ann;
   }
-  var result = { tool: out };
+  const result = { tool: out };
   if (typeof info.id === "number" || typeof info.id === "string") result.id = info.id;
   return result;
 }
 
-function dimensions() {
-  var rect = this.frame ? this.frame.getBoundingClientRect() : { width: 0, height: 0 };
-  var width = Math.round(rect.width) || Math.round(this.slot.getBoundingClientRect().width) || 600;
-  if (this.mode === "inline") return { width: width, maxHeight: MAX_HEIGHT };
-  return { width: width, height: Math.round(rect.height) || 300 };
-}
-
-function hostContext() {
-  var ctx = {
-    theme: currentTheme(),
-    styles: hostStyles(),
-    displayMode: this.mode,
-    availableDisplayModes: MODES.slice(),
-    containerDimensions: this.dimensions(),
-    locale: locale(),
-    timeZone: timeZone(),
-    userAgent: "Atrium/" + HOST_INFO.version + " (web)",
-    platform: "web",
-    deviceCapabilities: deviceCapabilities(),
-    safeAreaInsets: { top: 0, right: 0, bottom: 0, left: 0 },
-  };
-  var info = toolInfo(this.reply && this.reply.toolInfo);
-  if (info) ctx.toolInfo = info;
-  return ctx;
-}
-
-function hostCapabilities() {
-  return {
-    openLinks: {},
-    downloadFile: {},
-    serverTools: {},
-    serverResources: {},
-    logging: {},
-    updateModelContext: { text: {}, structuredContent: {} },
-    message: { text: {} },
-    sandbox: { permissions: permissionObject(this.reply && this.reply.permissions), csp: cspDomains(this.reply && this.reply.csp) },
-  };
-}
-
-/** Tell a ready view what changed (only the keys that did). */
-function contextChanged() {
-  if (!this.ready) return;
-  if (this.protocol === "legacy") {
-    this.sendRenderData();
-    return;
+/** What the host tells one view about itself (ui/initialize, host-context-changed).
+ *  Uses its view's frame (dimensions), modes (the mode), bridge (ready? protocol, post),
+ *  lifecycle (the view.open reply) and mcpUi (a legacy view gets render data instead). */
+export class HostContext {
+  constructor(view) {
+    this.view = view;
+    this.last = null; // what the view was last told
   }
-  var ctx = this.hostContext();
-  var prev = this.lastContext || {};
-  var delta = {};
-  ["theme", "styles", "displayMode", "containerDimensions", "locale", "timeZone"].forEach(function (k) {
-    if (!same(ctx[k], prev[k])) delta[k] = ctx[k];
-  });
-  this.lastContext = ctx;
-  if (Object.keys(delta).length) this.post({ jsonrpc: "2.0", method: "ui/notifications/host-context-changed", params: delta });
-}
 
-export const hostContextMethods = { dimensions, hostContext, hostCapabilities, contextChanged };
+  current() {
+    const { frame, modes, lifecycle } = this.view;
+    const ctx = {
+      theme: currentTheme(),
+      styles: hostStyles(),
+      displayMode: modes.mode,
+      availableDisplayModes: MODES.slice(),
+      containerDimensions: frame.dimensions(),
+      locale: locale(),
+      timeZone: timeZone(),
+      userAgent: "Atrium/" + HOST_INFO.version + " (web)",
+      platform: "web",
+      deviceCapabilities: deviceCapabilities(),
+      safeAreaInsets: { top: 0, right: 0, bottom: 0, left: 0 },
+    };
+    const info = toolInfo(lifecycle.reply && lifecycle.reply.toolInfo);
+    if (info) ctx.toolInfo = info;
+    return ctx;
+  }
+
+  capabilities() {
+    const reply = this.view.lifecycle.reply;
+    return {
+      openLinks: {},
+      downloadFile: {},
+      serverTools: {},
+      serverResources: {},
+      logging: {},
+      updateModelContext: { text: {}, structuredContent: {} },
+      message: { text: {} },
+      sandbox: { permissions: permissionObject(reply && reply.permissions), csp: cspDomains(reply && reply.csp) },
+    };
+  }
+
+  /** Tell a ready view what changed (only the keys that did). */
+  changed() {
+    const { bridge, mcpUi } = this.view;
+    if (!bridge.ready) return;
+    if (bridge.protocol === "legacy") {
+      mcpUi.sendRenderData();
+      return;
+    }
+    const ctx = this.current();
+    const prev = this.last || {};
+    const delta = {};
+    ["theme", "styles", "displayMode", "containerDimensions", "locale", "timeZone"].forEach((k) => {
+      if (!same(ctx[k], prev[k])) delta[k] = ctx[k];
+    });
+    this.last = ctx;
+    if (Object.keys(delta).length) bridge.post({ jsonrpc: "2.0", method: "ui/notifications/host-context-changed", params: delta });
+  }
+}

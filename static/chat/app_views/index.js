@@ -12,7 +12,7 @@
  *   `allow-scripts allow-same-origin allow-forms` on that origin; the proxy puts the app
  *   into the spec's inner frame on the same origin. No popups and no modal dialogs: links
  *   go through `ui/open-link`, which the server checks. The host trusts neither proxy nor
- *   view: the server decides (app_view.js).
+ *   view: the server decides. An AppView and its collaborators: app_view.js.
  * - One window `message` listener, attached at load (before any frame exists). A message
  *   is accepted only when `event.source` is one of our frames' windows AND its origin is
  *   that frame's sandbox origin. `event.source === window` is never trusted.
@@ -26,31 +26,15 @@
  *   SDK widgets get `window.openai` from the shim the proxy injects
  *   (templates/sandbox/openai-shim.js; requestModal in compat_openai.js).
  */
-import { AppView, frameMethods } from "./app_view.js";
-import { openaiCompatMethods } from "./compat_openai.js";
-import { mcpUiCompatMethods } from "./compat_mcp_ui.js";
-import { displayModeMethods } from "./display_modes.js";
-import { bridgeMethods } from "./host_bridge.js";
-import { hostCardMethods } from "./host_cards.js";
-import { currentTheme, hostContextMethods } from "./host_context.js";
-import { lifecycleMethods } from "./lifecycle.js";
-import { permissionMethods } from "./permissions.js";
+import { AppView } from "./app_view.js";
+import { currentTheme } from "./host_context.js";
 import { forCall, liveAppViews, viewForContainer } from "./registry.js";
 import { dataOf } from "./rpc.js";
 
-// One AppView, its behaviour grouped by concern in the modules above.
-Object.assign(AppView.prototype, frameMethods, bridgeMethods, hostContextMethods, lifecycleMethods, permissionMethods, displayModeMethods, openaiCompatMethods, mcpUiCompatMethods, hostCardMethods);
-
-window.addEventListener("message", function (event) {
-  var source = event.source;
-  if (!source) return;
-  for (var i = 0; i < liveAppViews.length; i++) {
-    var v = liveAppViews[i];
-    if (v.frame && source === v.frame.contentWindow) {
-      if (event.origin !== v.origin) return;
-      v.onMessage(event.data);
-      return;
-    }
+window.addEventListener("message", (event) => {
+  if (!event.source) return;
+  for (const view of liveAppViews) {
+    if (view.receive(event)) return;
   }
 });
 
@@ -61,64 +45,52 @@ function subscribe(client) {
   if (!client || typeof client.on !== "function") return;
   if (subscribedClients.has(client)) return;
   subscribedClients.add(client);
-  client.on("toolcall", function (arg) {
-    var call = dataOf(arg);
-    if (call && call.id !== undefined) {
-      forCall(call.id, function (v) {
-        v.onCall(call);
-      });
-    }
+  client.on("toolcall", (arg) => {
+    const call = dataOf(arg);
+    if (call && call.id !== undefined) forCall(call.id, (v) => v.onCall(call));
   });
-  client.on("toolcall.input-partial", function (arg) {
-    var data = dataOf(arg);
-    if (data && data.id !== undefined) {
-      forCall(data.id, function (v) {
-        v.onPartial(data);
-      });
-    }
+  client.on("toolcall.input-partial", (arg) => {
+    const data = dataOf(arg);
+    if (data && data.id !== undefined) forCall(data.id, (v) => v.onPartial(data));
   });
 }
 
-var themeTimer = null;
-var lastTheme = currentTheme();
+let themeTimer = null;
+let lastTheme = currentTheme();
 function themeChanged() {
   clearTimeout(themeTimer);
-  themeTimer = setTimeout(function () {
+  themeTimer = setTimeout(() => {
     lastTheme = currentTheme();
-    liveAppViews.forEach(function (v) {
-      v.contextChanged();
-    });
+    liveAppViews.forEach((v) => v.contextChanged());
   }, 30);
 }
 document.addEventListener("atrium:themechange", themeChanged);
 if (typeof MutationObserver === "function") {
-  new MutationObserver(function () {
+  new MutationObserver(() => {
     if (currentTheme() !== lastTheme) themeChanged();
   }).observe(document.documentElement, { attributes: true, attributeFilter: ["data-theme"] });
 }
 
-document.addEventListener("keydown", function (event) {
+document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape") return;
-  for (var i = 0; i < liveAppViews.length; i++) {
-    if (liveAppViews[i].mode === "fullscreen") {
-      liveAppViews[i].setMode("inline", "user");
-      event.preventDefault();
-      return;
-    }
+  const fullscreen = liveAppViews.find((v) => v.modes.mode === "fullscreen");
+  if (fullscreen) {
+    fullscreen.setMode("inline", "user");
+    event.preventDefault();
   }
 });
 
 // Rows the chat removed: tear their views down (checked lazily, not per mutation).
-var sweepTimer = null;
+let sweepTimer = null;
 function sweep() {
   sweepTimer = null;
-  liveAppViews.slice().forEach(function (v) {
+  liveAppViews.slice().forEach((v) => {
     if (!v.modal && !v.container.isConnected) v.destroy("removed");
   });
 }
 if (typeof MutationObserver === "function") {
-  var startSweeping = function () {
-    new MutationObserver(function () {
+  const startSweeping = () => {
+    new MutationObserver(() => {
       if (!sweepTimer) sweepTimer = setTimeout(sweep, 1000);
     }).observe(document.body, { childList: true, subtree: true });
   };
@@ -126,11 +98,7 @@ if (typeof MutationObserver === "function") {
   else document.addEventListener("DOMContentLoaded", startSweeping);
 }
 
-window.addEventListener("pagehide", function () {
-  liveAppViews.forEach(function (v) {
-    if (v.ready && v.protocol === "mcp") v.post({ jsonrpc: "2.0", id: "atrium-host:pagehide", method: "ui/resource-teardown", params: { reason: "page closed" } });
-  });
-});
+window.addEventListener("pagehide", () => liveAppViews.forEach((v) => v.pageClosing()));
 
 // ---- public API -------------------------------------------------------------------------------
 
@@ -144,35 +112,31 @@ export function mountAppView(container, call, client) {
     container.classList.add("view-child-call");
     return null;
   }
-  var existing = viewForContainer(container);
+  const existing = viewForContainer(container);
   if (existing && existing.id === call.id) {
     existing.onCall(call);
     return existing;
   }
   if (existing) existing.destroy("replaced");
   subscribe(client);
-  var view = new AppView(container, call, client);
+  const view = new AppView(container, call, client);
   liveAppViews.push(view);
   view.start();
   return view;
 }
 
 export function unmountAppView(container) {
-  var view = viewForContainer(container);
+  const view = viewForContainer(container);
   return view ? view.destroy("unmount") : Promise.resolve();
 }
 
 /** For tests and debugging (window.AtriumAppViews): the live app views, read-only. */
 export const appViewsDebugApi = {
   unmount: unmountAppView,
-  list: function () {
-    return liveAppViews.map(function (v) {
-      return { toolCallId: v.id, phase: v.phase, ready: v.ready, protocol: v.protocol, mode: v.mode, height: v.height, flavor: v.flavor, modal: !!v.modal };
-    });
-  },
-  setDisplayMode: function (toolCallId, mode) {
-    var result = null;
-    forCall(toolCallId, function (v) {
+  list: () => liveAppViews.map((v) => v.summary()),
+  setDisplayMode(toolCallId, mode) {
+    let result = null;
+    forCall(toolCallId, (v) => {
       if (!v.modal) result = v.setMode(mode, "user");
     });
     return result;

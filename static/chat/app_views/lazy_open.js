@@ -5,36 +5,37 @@ import { viewForContainer } from "./registry.js";
 const observers = new Map(); // scroll root → IntersectionObserver
 
 function scrollRoot(el) {
-  var node = el.parentElement;
+  let node = el.parentElement;
   while (node && node !== document.body && node !== document.documentElement) {
-    var style = window.getComputedStyle(node);
+    const style = window.getComputedStyle(node);
     if (/(auto|scroll|overlay)/.test(style.overflowY)) return node;
     node = node.parentElement;
   }
   return null;
 }
 
+/** Opens `view` once its container is near; returns the observer watching it (or null). */
 export function openWhenNear(view) {
   if (typeof IntersectionObserver !== "function") {
-    view.open();
-    return;
+    view.lifecycle.open();
+    return null;
   }
-  var root = scrollRoot(view.container);
-  var observer = observers.get(root);
+  const root = scrollRoot(view.container);
+  let observer = observers.get(root);
   if (!observer) {
     observer = new IntersectionObserver(
       function (entries) {
         entries.forEach(function (entry) {
           if (!entry.isIntersecting) return;
           observer.unobserve(entry.target);
-          var v = viewForContainer(entry.target);
-          if (v && v.phase === "idle") v.open();
+          const v = viewForContainer(entry.target);
+          if (v && v.lifecycle.phase === "idle") v.lifecycle.open();
         });
       },
       { root: root, rootMargin: LAZY_MARGIN }
     );
     observers.set(root, observer);
   }
-  view.observer = observer;
   observer.observe(view.container);
+  return observer;
 }

@@ -8,35 +8,33 @@ function listWords(words) {
 }
 
 /** The prompt for permissions the view's resource declares and its binding has not
- *  granted: owners answer it (Allow for this app / Not now), others see it waits. */
-function permissionPrompt(asked) {
+ *  granted: owners answer it (Allow for this app / Not now), others see it waits.
+ *  `onGranted`: the view is remounted (its frame's `allow` changes). */
+export function permissionPrompt(asked, { id, appName, client, onGranted }) {
   if (!asked || !Array.isArray(asked.missing) || !asked.missing.length) return null;
-  var key = "atrium:permission-later:" + this.id + ":" + asked.missing.join(",");
+  const key = "atrium:permission-later:" + id + ":" + asked.missing.join(",");
   try {
     if (window.sessionStorage.getItem(key)) return null;
   } catch (e) {
     /* storage may be unavailable */
   }
-  var self = this;
-  var labels = Array.isArray(asked.labels) && asked.labels.length ? asked.labels : asked.missing;
-  var text = this.appName() + " asks to use " + listWords(labels.map(String));
-  var box = h("div", { class: "view-permission", attrs: { role: "group", "aria-label": "Permission request" } });
+  const labels = Array.isArray(asked.labels) && asked.labels.length ? asked.labels : asked.missing;
+  const text = appName + " asks to use " + listWords(labels.map(String));
+  const box = h("div", { class: "view-permission", attrs: { role: "group", "aria-label": "Permission request" } });
   box.appendChild(icon("shield", "view-icon"));
   if (!asked.canGrant) {
     box.appendChild(h("span", { class: "view-permission-text" }, h("strong", { text: text }), h("span", { class: "view-permission-note", text: " · waiting for a workspace owner to allow it" })));
     return box;
   }
-  var status = h("span", { class: "view-permission-note", attrs: { role: "status" } });
-  var allow = h("button", { class: "btn btn-primary btn-sm", text: "Allow for this app", attrs: { type: "button" } });
-  var later = h("button", { class: "btn btn-sm", text: "Not now", attrs: { type: "button" } });
+  const status = h("span", { class: "view-permission-note", attrs: { role: "status" } });
+  const allow = h("button", { class: "btn btn-primary btn-sm", text: "Allow for this app", attrs: { type: "button" } });
+  const later = h("button", { class: "btn btn-sm", text: "Not now", attrs: { type: "button" } });
   allow.addEventListener("click", function () {
     allow.disabled = true;
     later.disabled = true;
     status.textContent = "Allowing…";
-    request(self.client, { type: "view.grant_permissions", toolCallId: self.id, permissions: asked.missing }).then(
-      function () {
-        self.remount("permissions changed");
-      },
+    request(client, { type: "view.grant_permissions", toolCallId: id, permissions: asked.missing }).then(
+      () => onGranted(),
       function (err) {
         allow.disabled = false;
         later.disabled = false;
@@ -57,4 +55,3 @@ function permissionPrompt(asked) {
   return box;
 }
 
-export const permissionMethods = { permissionPrompt };

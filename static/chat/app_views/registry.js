@@ -11,7 +11,7 @@ export function nextHostRequestId() {
 }
 
 export function viewForContainer(container) {
-  for (var i = 0; i < liveAppViews.length; i++) if (liveAppViews[i].container === container) return liveAppViews[i];
+  for (let i = 0; i < liveAppViews.length; i++) if (liveAppViews[i].container === container) return liveAppViews[i];
   return null;
 }
 

@@ -3,7 +3,7 @@
 /** A whole CallToolResult from a canonical result (mirrors chat/view_bridge.call_tool_result). */
 export function callToolResult(canonical) {
   if (!canonical || typeof canonical !== "object") return null;
-  var content = [];
+  const content = [];
   (canonical.parts || []).forEach(function (part) {
     if (!part || typeof part !== "object") return;
     if (part.type === "text") {
@@ -11,8 +11,8 @@ export function callToolResult(canonical) {
       return;
     }
     if ((part.type === "image" || part.type === "file") && typeof part.src === "string") {
-      var m = /^data:([^;,]+);base64,(.*)$/.exec(part.src);
-      var kind = part.type === "file" ? part.mediaKind || "image" : "image";
+      const m = /^data:([^;,]+);base64,(.*)$/.exec(part.src);
+      const kind = part.type === "file" ? part.mediaKind || "image" : "image";
       if (m && (kind === "image" || kind === "audio")) {
         content.push({ type: kind, mimeType: m[1], data: m[2] });
         return;
@@ -23,11 +23,11 @@ export function callToolResult(canonical) {
       return;
     }
     if (part.type === "ui") return;
-    var label = describePart(part);
+    const label = describePart(part);
     if (label) content.push({ type: "text", text: label });
   });
-  var meta = canonical.meta && typeof canonical.meta === "object" ? canonical.meta : {};
-  var result = { content: content, isError: !!meta.isError };
+  const meta = canonical.meta && typeof canonical.meta === "object" ? canonical.meta : {};
+  const result = { content: content, isError: !!meta.isError };
   if (canonical.structured !== null && canonical.structured !== undefined) result.structuredContent = canonical.structured;
   if (canonical.uiMeta && typeof canonical.uiMeta === "object" && Object.keys(canonical.uiMeta).length) result._meta = canonical.uiMeta;
   return result;
@@ -35,8 +35,8 @@ export function callToolResult(canonical) {
 
 function describePart(part) {
   if (part.type === "image" || part.type === "file") {
-    var label = part.type === "image" ? "image" : { image: "image", audio: "audio", video: "video" }[part.mediaKind] || "file";
-    var details = [part.mimeType, part.filename].filter(function (x) {
+    const label = part.type === "image" ? "image" : { image: "image", audio: "audio", video: "video" }[part.mediaKind] || "file";
+    const details = [part.mimeType, part.filename].filter(function (x) {
       return typeof x === "string" && x;
     });
     return "[" + label + (details.length ? ": " + details.join(", ") : "") + "]";

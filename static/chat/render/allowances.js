@@ -5,8 +5,8 @@ import { formatFull, formatRelative } from "../format.js";
 /* The "Allowed in this thread" panel: what runs here without asking, who allowed it,
  * and (for those who may) Revoke. opts.canAct, opts.isOwner. Empty list: nothing. */
 export function renderAllowances(allowances, opts) {
-  var list = allowances || [];
-  var panel = h("details", { class: "allowances", attrs: { "aria-label": "Allowed in this thread" } });
+  const list = allowances || [];
+  const panel = h("details", { class: "allowances", attrs: { "aria-label": "Allowed in this thread" } });
   panel.hidden = !list.length;
   panel.appendChild(
     h("summary", { class: "allowances-summary" },
@@ -16,10 +16,10 @@ export function renderAllowances(allowances, opts) {
       h("span", { class: "allowances-hint", text: list.map(function (a) { return a.tool; }).join(", ") }),
       icon("chevron", "allowances-chevron"))
   );
-  var body = h("ul", { class: "allowances-list" });
+  const body = h("ul", { class: "allowances-list" });
   list.forEach(function (a) {
-    var who = (a.grantedBy && a.grantedBy.name) || "someone";
-    var mayRevoke = opts.canAct && (a.scope === "thread" || opts.isOwner);
+    const who = (a.grantedBy && a.grantedBy.name) || "someone";
+    const mayRevoke = opts.canAct && (a.scope === "thread" || opts.isOwner);
     body.appendChild(
       h("li", { class: "allowance", data: { allowanceId: a.id } },
         h("div", { class: "allowance-main" },

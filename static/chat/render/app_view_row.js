@@ -9,8 +9,8 @@ import { h, icon } from "../dom.js";
  *   [data-slot="frame"]          where the frame (or the placeholder) goes
  */
 export function renderAppViewRow(call) {
-  var appName = (call.server && (call.server.name || call.server.slug)) || "App";
-  var row = h(
+  const appName = (call.server && (call.server.name || call.server.slug)) || "App";
+  const row = h(
     "div",
     { class: "view-row" + (call.view && call.view.prefersBorder === false ? " is-borderless" : ""), data: { toolCallId: call.id }, attrs: { role: "region", "aria-label": appName + " view" } },
     h(
@@ -30,8 +30,8 @@ export function renderAppViewRow(call) {
 /** The placeholder shown when the app view cannot be mounted: the text fallback the server
  *  computed for this call (`textFallback`, chat/presenters.py). */
 function renderAppViewPlaceholder(call) {
-  var text = call.textFallback || "";
-  var state = call.status === "running" ? "The app will appear when the tool finishes." : text ? "" : "This result has an interactive view.";
+  const text = call.textFallback || "";
+  const state = call.status === "running" ? "The app will appear when the tool finishes." : text ? "" : "This result has an interactive view.";
   return h(
     "div",
     { class: "view-placeholder" },
@@ -43,7 +43,7 @@ function renderAppViewPlaceholder(call) {
 
 /** Mount the app view of a row, or show the placeholder. */
 export function mountAppViewRow(row, call, client) {
-  var slot = row.querySelector('[data-slot="frame"]');
+  const slot = row.querySelector('[data-slot="frame"]');
   try {
     mountAppView(row, call, client);
     row.classList.add("is-mounted");

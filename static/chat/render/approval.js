@@ -4,21 +4,21 @@ import { formatRelative } from "../format.js";
 import { renderJson } from "./json.js";
 
 function requesterText(call) {
-  var approval = call.approval || {};
-  var kind = approval.requestedByKind || call.origin;
+  const approval = call.approval || {};
+  const kind = approval.requestedByKind || call.origin;
   if (kind === "model") return "the model";
   if (kind === "app_view") return "the " + ((call.server && call.server.name) || "app") + " view";
   if (call.requestedBy && call.requestedBy.name) return call.requestedBy.name;
   return "a member";
 }
 
-var RISK_LABELS = { read: "Read", write: "Write", destructive: "Destructive" };
+const RISK_LABELS = { read: "Read", write: "Write", destructive: "Destructive" };
 
 // The risk badge: what the server says (or, for a tool that declares nothing, that it is
 // "not declared safe — treated as destructive"; the label comes from bindings.policy).
 function riskBadge(approval) {
   if (!approval.risk) return null;
-  var undeclared = approval.riskSource === "default" && approval.risk === "destructive";
+  const undeclared = approval.riskSource === "default" && approval.risk === "destructive";
   return h("span", {
     class: "risk-badge risk-" + approval.risk + (undeclared ? " risk-undeclared" : ""),
     text: approval.riskLabel || RISK_LABELS[approval.risk] || approval.risk,
@@ -27,14 +27,14 @@ function riskBadge(approval) {
 }
 
 function timesAsked(approval) {
-  var asks = approval.asks || 1;
+  const asks = approval.asks || 1;
   return asks > 1 ? "asked " + asks + " times" : null;
 }
 
 export function renderApproval(call, opts) {
-  var approval = call.approval;
-  var box = h("div", { class: "approval approval-" + approval.status, attrs: { role: "group", "aria-label": "Approval request" }, data: { approvalId: approval.id } });
-  var head = h(
+  const approval = call.approval;
+  const box = h("div", { class: "approval approval-" + approval.status, attrs: { role: "group", "aria-label": "Approval request" }, data: { approvalId: approval.id } });
+  const head = h(
     "div",
     { class: "approval-head" },
     icon(approval.status === "pending" ? "shield" : approval.status === "approved" ? "check" : "ban"),
@@ -42,8 +42,8 @@ export function renderApproval(call, opts) {
     riskBadge(approval)
   );
   box.appendChild(head);
-  var meta = ["Requested by " + requesterText(call)];
-  var asked = timesAsked(approval);
+  const meta = ["Requested by " + requesterText(call)];
+  const asked = timesAsked(approval);
   if (asked) meta.push(asked);
   if (approval.status === "pending" && approval.expiresAt) meta.push("expires " + formatRelative(approval.expiresAt));
   if (approval.status !== "pending" && approval.decidedBy) {
@@ -56,20 +56,20 @@ export function renderApproval(call, opts) {
   box.appendChild(h("p", { class: "approval-args-label", text: "It will run with exactly these arguments:" }));
   box.appendChild(renderJson(call.arguments || {}, "approval-args"));
   // A call that spends a member's own sign-in: only that member may approve it.
-  var only = approval.onlyApprover;
-  var othersOnly = !!(only && only.id !== opts.userId);
+  const only = approval.onlyApprover;
+  const othersOnly = !!(only && only.id !== opts.userId);
   if (opts.canAct && othersOnly) {
-    var ids0 = { approvalId: approval.id, toolCallId: call.id };
+    const ids0 = { approvalId: approval.id, toolCallId: call.id };
     box.appendChild(h("p", { class: "approval-owner-only" }, icon("user"), only.message));
-    var rejectOnly = h("div", { class: "approval-actions" });
+    const rejectOnly = h("div", { class: "approval-actions" });
     rejectOnly.appendChild(h("button", { class: "btn btn-danger-soft btn-sm", text: "Reject", attrs: { type: "button" }, data: Object.assign({ action: "reject" }, ids0) }));
     box.appendChild(rejectOnly);
   } else if (opts.canAct) {
     // Consent at the right scope: once, in this thread, or (owners) in the workspace.
-    var offers = approval.offers || [];
-    var appName = (call.server && call.server.name) || "this app";
-    var ids = { approvalId: approval.id, toolCallId: call.id };
-    var actions = h("div", { class: "approval-actions" });
+    const offers = approval.offers || [];
+    const appName = (call.server && call.server.name) || "this app";
+    const ids = { approvalId: approval.id, toolCallId: call.id };
+    const actions = h("div", { class: "approval-actions" });
     actions.appendChild(h("button", { class: "btn btn-primary btn-sm", text: "Approve once", attrs: { type: "button" }, data: Object.assign({ action: "approve" }, ids) }));
     if (offers.indexOf("thread") !== -1) {
       actions.appendChild(

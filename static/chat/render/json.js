@@ -1,24 +1,24 @@
 /* Pretty, syntax-highlighted JSON in a <pre>. */
 import { h } from "../dom.js";
 
-var JSON_TOKEN = /("(?:\\u[a-fA-F0-9]{4}|\\[^u]|[^\\"])*"(\s*:)?|\b(?:true|false|null)\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g;
+const JSON_TOKEN = /("(?:\\u[a-fA-F0-9]{4}|\\[^u]|[^\\"])*"(\s*:)?|\b(?:true|false|null)\b|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/g;
 
 export function renderJson(value, cls) {
-  var text;
+  let text;
   try {
     text = JSON.stringify(value, null, 2);
   } catch (e) {
     text = String(value);
   }
   if (text === undefined) text = "undefined";
-  var code = h("code");
-  var last = 0;
-  var match;
+  const code = h("code");
+  let last = 0;
+  let match;
   JSON_TOKEN.lastIndex = 0;
   while ((match = JSON_TOKEN.exec(text))) {
     if (match.index > last) code.appendChild(document.createTextNode(text.slice(last, match.index)));
-    var token = match[0];
-    var kind = "num";
+    const token = match[0];
+    let kind = "num";
     if (token.charAt(0) === '"') kind = match[2] ? "key" : "str";
     else if (token === "true" || token === "false") kind = "bool";
     else if (token === "null") kind = "null";

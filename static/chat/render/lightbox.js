@@ -3,7 +3,7 @@
 import { h, icon } from "../dom.js";
 import { safeMediaSrc } from "../safe_urls.js";
 
-var lightbox = null;
+let lightbox = null;
 export function openLightbox(src, alt) {
   if (!safeMediaSrc(src, "image")) return;
   if (!lightbox) {
@@ -18,7 +18,7 @@ export function openLightbox(src, alt) {
     });
     document.body.appendChild(lightbox);
   }
-  var img = lightbox.querySelector("img");
+  const img = lightbox.querySelector("img");
   img.src = src;
   img.alt = alt || "";
   if (typeof lightbox.showModal === "function") lightbox.showModal();
@@ -27,15 +27,15 @@ export function openLightbox(src, alt) {
 
 export function bindPresentationalActions() {
   document.addEventListener("click", function (event) {
-    var target = event.target instanceof Element ? event.target.closest("[data-action]") : null;
+    const target = event.target instanceof Element ? event.target.closest("[data-action]") : null;
     if (!target) return;
-    var action = target.getAttribute("data-action");
+    const action = target.getAttribute("data-action");
     if (action === "lightbox") {
       event.preventDefault();
       openLightbox(target.getAttribute("data-src"), target.getAttribute("data-alt"));
     } else if (action === "expand-text") {
-      var part = target.closest(".part-text");
-      var expanded = part.classList.toggle("is-expanded");
+      const part = target.closest(".part-text");
+      const expanded = part.classList.toggle("is-expanded");
       target.textContent = expanded ? "Show less" : "Show more";
       target.setAttribute("aria-expanded", String(expanded));
     }

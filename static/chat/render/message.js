@@ -14,7 +14,7 @@ export function authorKey(msg) {
 }
 
 function renderAvatar(msg, small) {
-  var cls = "avatar" + (small ? " avatar-sm" : "");
+  const cls = "avatar" + (small ? " avatar-sm" : "");
   if (msg.author) {
     return h("span", { class: cls + " " + hueClass(msg.author.id), attrs: { "aria-hidden": "true" }, text: initials(msg.author.name) });
   }
@@ -37,7 +37,7 @@ export function renderMessageBody(msg) {
       h("span", { class: "caret", attrs: { "aria-hidden": "true" } })
     );
   }
-  var body = h("div", { class: "msg-body md" });
+  const body = h("div", { class: "msg-body md" });
   if (msg.html) {
     // The one trusted field: Markdown rendered and sanitized by the server (chat/markdown.py).
     body.innerHTML = msg.html;
@@ -57,14 +57,14 @@ export function renderMessageBody(msg) {
  */
 export function renderMessage(msg, opts) {
   opts = opts || {};
-  var name = authorName(msg);
-  var time = h("time", { class: "msg-time", text: formatTime(msg.createdAt), attrs: { datetime: msg.createdAt, title: formatFull(msg.createdAt) } });
-  var header = h("div", { class: "msg-header" }, h("span", { class: "msg-author", text: name }));
+  const name = authorName(msg);
+  const time = h("time", { class: "msg-time", text: formatTime(msg.createdAt), attrs: { datetime: msg.createdAt, title: formatFull(msg.createdAt) } });
+  const header = h("div", { class: "msg-header" }, h("span", { class: "msg-author", text: name }));
   if (!msg.author && msg.role !== "user") {
     header.appendChild(h("span", { class: "tag tag-bot", text: msg.viaToolCall ? "App" : msg.role === "assistant" && name !== "Atrium" ? "AI" : "Bot" }));
   }
   if (msg.viaToolCall) {
-    var appName = (opts.appName && opts.appName(msg.viaToolCall)) || "an app";
+    const appName = (opts.appName && opts.appName(msg.viaToolCall)) || "an app";
     header.appendChild(h("span", { class: "via-tag", attrs: { title: "Posted by an app view" } }, icon("app"), "via " + appName));
   }
   header.appendChild(time);
@@ -72,7 +72,7 @@ export function renderMessage(msg, opts) {
     header.appendChild(h("button", { class: "btn btn-ghost btn-xs msg-stop", attrs: { type: "button", title: "Stop the assistant's answer" }, data: { action: "cancel-turn" } }, icon("stop"), "Stop"));
   }
 
-  var entry = h(
+  const entry = h(
     "article",
     {
       class: "entry msg-entry role-" + (msg.role || "user") + (msg.status === "streaming" ? " is-streaming" : ""),
@@ -93,7 +93,7 @@ export function renderMessage(msg, opts) {
 
 /** Update a streaming message's text in place (message.delta). */
 export function updateStreamingText(entry, text) {
-  var node = entry && entry.querySelector(".stream-text");
+  const node = entry && entry.querySelector(".stream-text");
   if (node) node.textContent = text;
   return !!node;
 }

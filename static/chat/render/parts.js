@@ -3,14 +3,14 @@ import { h, icon } from "../dom.js";
 import { formatBytes, formatDuration, strHash } from "../format.js";
 import { safeLinkHref, safeMediaSrc, toBlobUrl } from "../safe_urls.js";
 
-var LONG_TEXT_CHARS = 1600;
-var LONG_TEXT_LINES = 18;
+const LONG_TEXT_CHARS = 1600;
+const LONG_TEXT_LINES = 18;
 
 function renderTextPart(part) {
-  var text = String(part.text || "");
-  var wrap = h("div", { class: "part part-text" });
+  const text = String(part.text || "");
+  const wrap = h("div", { class: "part part-text" });
   if (part.uri) wrap.appendChild(h("div", { class: "part-label" }, icon("file"), h("span", { text: part.uri })));
-  var pre = h("div", { class: "text-block", text: text });
+  const pre = h("div", { class: "text-block", text: text });
   wrap.appendChild(pre);
   if (text.length > LONG_TEXT_CHARS || text.split("\n").length > LONG_TEXT_LINES) {
     wrap.classList.add("is-clamped");
@@ -20,9 +20,9 @@ function renderTextPart(part) {
 }
 
 function renderLinkPart(part) {
-  var href = part.clickable !== false ? safeLinkHref(part.uri) : null;
-  var title = part.title || part.name || part.uri || "Link";
-  var inner = [
+  const href = part.clickable !== false ? safeLinkHref(part.uri) : null;
+  const title = part.title || part.name || part.uri || "Link";
+  const inner = [
     h("span", { class: "link-icon", attrs: { "aria-hidden": "true" } }, icon(href ? "link" : "file")),
     h(
       "span",
@@ -84,22 +84,22 @@ function sizeHint(el, w, hgt, maxW) {
  */
 export function renderMedia(part, opts) {
   opts = opts || {};
-  var kind = mediaKindOf(part);
-  var asset = part.asset && typeof part.asset === "object" ? part.asset : null;
-  var status = asset ? asset.status || "staged" : "inline";
-  var src = asset ? asset.url : part.src;
-  var key = asset && asset.id !== undefined ? "asset:" + asset.id : "src:" + strHash(typeof src === "string" ? src : "");
-  var filename = part.filename || (asset && asset.filename) || "";
-  var size = part.size || (asset && asset.size);
-  var width = (asset && asset.width) || part.width;
-  var height = (asset && asset.height) || part.height;
-  var data = { mediaKey: key, mediaStatus: status, mediaKind: kind };
+  const kind = mediaKindOf(part);
+  const asset = part.asset && typeof part.asset === "object" ? part.asset : null;
+  const status = asset ? asset.status || "staged" : "inline";
+  const src = asset ? asset.url : part.src;
+  const key = asset && asset.id !== undefined ? "asset:" + asset.id : "src:" + strHash(typeof src === "string" ? src : "");
+  const filename = part.filename || (asset && asset.filename) || "";
+  const size = part.size || (asset && asset.size);
+  const width = (asset && asset.width) || part.width;
+  const height = (asset && asset.height) || part.height;
+  const data = { mediaKey: key, mediaStatus: status, mediaKind: kind };
   if (asset && asset.id !== undefined) data.assetId = asset.id;
 
-  var meta = [filename, part.mimeType, size ? formatBytes(size) : "", width && height ? width + "×" + height : "", asset && asset.duration ? formatDuration(asset.duration) : ""].filter(Boolean).join(" · ");
+  const meta = [filename, part.mimeType, size ? formatBytes(size) : "", width && height ? width + "×" + height : "", asset && asset.duration ? formatDuration(asset.duration) : ""].filter(Boolean).join(" · ");
 
   if (status === "staged") {
-    var box = h(
+    const box = h(
       "div",
       { class: "part media-placeholder media-" + kind, data: data, attrs: { role: "status", "aria-label": mediaLabel(kind) + " is being processed" } },
       h("div", { class: "shimmer", attrs: { "aria-hidden": "true" } }),
@@ -117,14 +117,14 @@ export function renderMedia(part, opts) {
     );
   }
 
-  var safe = safeMediaSrc(src, kind);
+  const safe = safeMediaSrc(src, kind);
   if (!safe) {
     return h("div", { class: "part callout callout-warn", data: data }, icon("alert"), h("p", { class: "callout-text", text: mediaLabel(kind) + " has an unsupported source and was not loaded." }));
   }
 
   if (kind === "image") {
-    var thumb = asset ? safeMediaSrc(asset.thumbnailUrl, "image") || safe : safe;
-    var img = h("img", { attrs: { src: thumb, alt: filename || "Image from the tool result", loading: "lazy", decoding: "async", width: width || null, height: height || null } });
+    const thumb = asset ? safeMediaSrc(asset.thumbnailUrl, "image") || safe : safe;
+    const img = h("img", { attrs: { src: thumb, alt: filename || "Image from the tool result", loading: "lazy", decoding: "async", width: width || null, height: height || null } });
     return h(
       "figure",
       { class: "part media media-image", data: data },
@@ -133,7 +133,7 @@ export function renderMedia(part, opts) {
     );
   }
 
-  var playable = toBlobUrl(safe, kind);
+  const playable = toBlobUrl(safe, kind);
   if (!playable) {
     return h("div", { class: "part callout callout-warn", data: data }, icon("alert"), h("p", { class: "callout-text", text: mediaLabel(kind) + " data is damaged and could not be loaded." }));
   }
@@ -145,13 +145,13 @@ export function renderMedia(part, opts) {
       h("audio", { attrs: { controls: true, preload: "metadata", src: playable } })
     );
   }
-  var canPlay = function (mime) {
-    var probe = document.createElement(kind === "audio" ? "audio" : "video");
+  const canPlay = function (mime) {
+    const probe = document.createElement(kind === "audio" ? "audio" : "video");
     return !!(probe.canPlayType && probe.canPlayType(mime || ""));
   };
   if (kind === "video" && !canPlay(part.mimeType)) {
     // A format this browser cannot play (e.g. AVI): show the poster and offer the file.
-    var still = asset ? safeMediaSrc(asset.posterUrl || asset.thumbnailUrl, "image") : null;
+    const still = asset ? safeMediaSrc(asset.posterUrl || asset.thumbnailUrl, "image") : null;
     return h(
       "figure",
       { class: "part media media-video is-unplayable", data: data },
@@ -166,11 +166,11 @@ export function renderMedia(part, opts) {
     );
   }
   if (kind === "video") {
-    var poster = asset ? safeMediaSrc(asset.posterUrl || asset.thumbnailUrl, "image") : null;
-    var video = h("video", { attrs: { controls: true, preload: "metadata", playsinline: true, src: playable, poster: poster, width: width || null, height: height || null } });
+    const poster = asset ? safeMediaSrc(asset.posterUrl || asset.thumbnailUrl, "image") : null;
+    const video = h("video", { attrs: { controls: true, preload: "metadata", playsinline: true, src: playable, poster: poster, width: width || null, height: height || null } });
     return h("figure", { class: "part media media-video", data: data }, video, meta ? h("figcaption", { class: "media-caption", text: meta }) : null);
   }
-  var name = filename || "download";
+  const name = filename || "download";
   return h(
     "a",
     { class: "part file-card", data: data, attrs: { href: playable, download: name, rel: "noopener" } },

@@ -5,7 +5,7 @@ import { renderApproval } from "./approval.js";
 import { renderJson } from "./json.js";
 import { renderPart } from "./parts.js";
 
-var STATUS = {
+const STATUS = {
   running: { label: "Running", cls: "running" },
   streaming: { label: "Receiving input", cls: "running" },
   success: { label: "Done", cls: "success", icon: "check" },
@@ -15,13 +15,13 @@ var STATUS = {
   cancelled: { label: "Cancelled", cls: "cancelled", icon: "ban" },
 };
 
-var ORIGINS = {
+const ORIGINS = {
   model: { label: "Model", icon: "sparkle" },
   user: { label: "User", icon: "user" },
   app_view: { label: "App view", icon: "app" },
 };
 
-var ERROR_TITLES = {
+const ERROR_TITLES = {
   timeout: "The tool took too long to answer",
   tool_timeout: "The tool took too long to answer",
   cancelled: "The call was cancelled",
@@ -49,14 +49,14 @@ function isToolError(call) {
 }
 
 function renderStatusPill(call) {
-  var st = STATUS[call.status] || { label: String(call.status || "Unknown"), cls: "unknown" };
-  var label = st.label;
-  var cls = st.cls;
+  const st = STATUS[call.status] || { label: String(call.status || "Unknown"), cls: "unknown" };
+  let label = st.label;
+  let cls = st.cls;
   if (call.status === "success" && isToolError(call)) {
     label = "Tool error";
     cls = "error";
   }
-  var pill = h("span", { class: "status-pill status-" + cls, data: { status: call.status } });
+  const pill = h("span", { class: "status-pill status-" + cls, data: { status: call.status } });
   if (call.status === "running") pill.appendChild(h("span", { class: "spinner spinner-xs", attrs: { "aria-hidden": "true" } }));
   else if (st.icon) pill.appendChild(icon(cls === "error" ? "x" : st.icon));
   pill.appendChild(document.createTextNode(label));
@@ -65,11 +65,11 @@ function renderStatusPill(call) {
 
 export function renderProgress(progress) {
   progress = progress || {};
-  var total = typeof progress.total === "number" && progress.total > 0 ? progress.total : null;
-  var value = typeof progress.progress === "number" ? progress.progress : null;
-  var pct = total !== null && value !== null ? Math.max(0, Math.min(1, value / total)) : null;
-  var bar = h("div", { class: "progress-bar" });
-  var track = h("div", {
+  const total = typeof progress.total === "number" && progress.total > 0 ? progress.total : null;
+  const value = typeof progress.progress === "number" ? progress.progress : null;
+  const pct = total !== null && value !== null ? Math.max(0, Math.min(1, value / total)) : null;
+  const bar = h("div", { class: "progress-bar" });
+  const track = h("div", {
     class: "progress-track" + (pct === null ? " is-indeterminate" : ""),
     attrs: {
       role: "progressbar",
@@ -80,7 +80,7 @@ export function renderProgress(progress) {
     },
   }, bar);
   if (pct !== null) bar.style.width = (pct * 100).toFixed(1) + "%";
-  var label = [];
+  const label = [];
   if (progress.message) label.push(String(progress.message));
   if (pct !== null) label.push(value + " / " + total);
   else if (value !== null) label.push(String(value));
@@ -89,10 +89,10 @@ export function renderProgress(progress) {
 
 function renderToolError(error) {
   error = error || {};
-  var title = ERROR_TITLES[error.code] || "The tool call failed";
-  var message = error.message && error.message !== title ? error.message : "";
+  const title = ERROR_TITLES[error.code] || "The tool call failed";
+  const message = error.message && error.message !== title ? error.message : "";
   // A cancellation was someone's choice, not a failure: a quiet note, not an alarm.
-  var cancelled = error.code === "cancelled";
+  const cancelled = error.code === "cancelled";
   return h(
     "div",
     { class: "callout " + (cancelled ? "callout-muted" : "callout-error"), attrs: { role: cancelled ? "note" : "alert" } },
@@ -106,16 +106,16 @@ function renderToolError(error) {
  *  posts to the app's connect view in a new tab (the provider's consent page); once
  *  connected, "Run again" repeats the call as the viewer. */
 function renderConnectCard(call, opts) {
-  var details = (call.error && call.error.details) || {};
-  var server = (call.server && (call.server.name || call.server.slug)) || details.server || "the server";
-  var slug = (call.server && call.server.slug) || details.slug || "";
-  var mine = !details.shared && (!call.requestedBy || String(call.requestedBy.id) === String(opts.userId));
-  var tokenInput = document.querySelector('input[name="csrfmiddlewaretoken"]');
-  var text;
+  const details = (call.error && call.error.details) || {};
+  const server = (call.server && (call.server.name || call.server.slug)) || details.server || "the server";
+  const slug = (call.server && call.server.slug) || details.slug || "";
+  const mine = !details.shared && (!call.requestedBy || String(call.requestedBy.id) === String(opts.userId));
+  const tokenInput = document.querySelector('input[name="csrfmiddlewaretoken"]');
+  let text;
   if (details.shared) text = "An administrator needs to connect " + server + " for everyone before this tool can run.";
   else if (mine) text = "This tool runs with your own " + server + " account. Connect it, then run the call again.";
   else text = "This tool runs with the account of " + ((call.requestedBy && call.requestedBy.name) || "the person who asked") + ", who has not connected " + server + " yet.";
-  var actions = null;
+  let actions = null;
   if (mine && opts.canAct && slug && tokenInput) {
     actions = h(
       "div",
@@ -142,7 +142,7 @@ function renderConnectCard(call, opts) {
 export function hasAppView(call) {
   if (call.parentView) return false;
   if (call.view) return true;
-  var parts = (call.result && call.result.parts) || [];
+  const parts = (call.result && call.result.parts) || [];
   return parts.some(function (p) {
     return p && p.type === "ui";
   });
@@ -155,16 +155,16 @@ export function hasAppView(call) {
  */
 export function renderToolCall(call, opts) {
   opts = opts || {};
-  var statusCls = (STATUS[call.status] || { cls: "unknown" }).cls;
-  var card = h("section", {
+  const statusCls = (STATUS[call.status] || { cls: "unknown" }).cls;
+  const card = h("section", {
     class: "toolcall status-" + statusCls + (isToolError(call) ? " is-tool-error" : "") + (opts.compact ? " is-compact" : ""),
     data: { toolCallId: call.id, status: call.status },
     attrs: { "aria-label": "Tool call " + ((call.server && call.server.name) || "") + " " + call.tool },
   });
-  var origin = ORIGINS[call.origin] || { label: String(call.origin || ""), icon: "info" };
-  var originLabel = origin.label;
+  const origin = ORIGINS[call.origin] || { label: String(call.origin || ""), icon: "info" };
+  let originLabel = origin.label;
   if (call.origin === "user" && call.requestedBy && call.requestedBy.name) originLabel = call.requestedBy.name;
-  var header = h(
+  const header = h(
     "header",
     { class: "tc-header" },
     h("span", { class: "tc-icon", attrs: { "aria-hidden": "true" } }, icon("wrench")),
@@ -185,10 +185,10 @@ export function renderToolCall(call, opts) {
     card.appendChild(renderApproval(call, opts));
   }
 
-  var body = h("div", { class: "tc-body" });
-  var args = call.partialArguments && (call.status === "running" || call.status === "streaming") && !Object.keys(call.arguments || {}).length ? call.partialArguments : call.arguments;
-  var argCount = args && typeof args === "object" ? Object.keys(args).length : 0;
-  var hidesArgs = call.approval && call.approval.status === "pending";
+  const body = h("div", { class: "tc-body" });
+  const args = call.partialArguments && (call.status === "running" || call.status === "streaming") && !Object.keys(call.arguments || {}).length ? call.partialArguments : call.arguments;
+  const argCount = args && typeof args === "object" ? Object.keys(args).length : 0;
+  const hidesArgs = call.approval && call.approval.status === "pending";
   if (!hidesArgs && argCount > 0) {
     body.appendChild(
       h(
@@ -200,14 +200,14 @@ export function renderToolCall(call, opts) {
     );
   }
 
-  var parts = (call.result && call.result.parts) || [];
-  var shown = parts.filter(function (p) {
+  const parts = (call.result && call.result.parts) || [];
+  const shown = parts.filter(function (p) {
     return p && p.type !== "ui" && !(Array.isArray(p.audience) && p.audience.length === 1 && p.audience[0] === "assistant");
   });
   if (shown.length) {
-    var result = h("div", { class: "tc-result" + (isToolError(call) ? " is-error" : "") });
+    const result = h("div", { class: "tc-result" + (isToolError(call) ? " is-error" : "") });
     shown.forEach(function (part) {
-      var el = renderPart(part, opts);
+      const el = renderPart(part, opts);
       if (el) result.appendChild(el);
     });
     if ((hasAppView(call) || opts.compact) && !isToolError(call)) {
@@ -231,7 +231,7 @@ export function renderToolCall(call, opts) {
     body.appendChild(renderJson(call.result.structured, "tc-structured"));
   }
 
-  var decided = call.approval && call.approval.status !== "pending";
+  const decided = call.approval && call.approval.status !== "pending";
   if (call.error && call.error.code === "authorization_required") {
     body.appendChild(renderConnectCard(call, opts));
   } else if (call.error && (call.status === "error" || call.status === "cancelled" || (call.status === "rejected" && !decided))) {

@@ -1,0 +1,157 @@
+"""A view's ``tools/call`` on the socket's side, and the admission every view request
+starts with (docs/view-bridge.md).
+
+The socket knows who asks (its person, thread, membership and session pin) and reads the
+view's token; it hands that down as a ``ViewAdmission`` — the call pipeline
+(``chat.calls``) checks it on the database thread, in the decision's own trip — and
+answers the view from a task, so a call waiting on an approval never holds the socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from bindings.policy import ActionKind
+from chat.app_view_bridge import ViewToken
+from chat.calls import runtime
+from chat.calls.admission import (
+    POLICY_DENIED,
+    RATE_LIMITED,
+    SessionGone,
+    ViewRefused,
+    view_admit,
+)
+from chat.calls.app_view import app_view_call_answer, view_call_key
+from chat.calls.requests import ViewAdmission, ViewCallRequest
+from chat.models import ToolCall
+
+from .registry import (
+    ActionContext,
+    ActionError,
+    SessionEnded,
+    rate_limited_error,
+    refusal_record,
+    take_tokens,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ViewRequestError(ActionError):
+    """A view's request refused, answered as a JSON-RPC error (``jsonrpcCode``)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        jsonrpc_code: int = POLICY_DENIED,
+        *,
+        audited: bool = False,
+        details: Any = None,
+    ) -> None:
+        super().__init__(code, message, details, audited=audited)
+        self.jsonrpc_code = jsonrpc_code
+
+    @classmethod
+    def of(cls, refused: ViewRefused) -> ViewRequestError:
+        return cls(
+            refused.code,
+            refused.message,
+            refused.jsonrpc_code,
+            audited=refused.audited,
+            details=refused.details,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "jsonrpcCode": self.jsonrpc_code}
+
+
+def view_admission(ctx: ActionContext, claims: ViewToken | None) -> ViewAdmission:
+    """What this socket knows of a view request's sender (nothing is read here)."""
+    assert ctx.pin is not None, "a socket's context carries its session pin"
+    return ViewAdmission(
+        user=ctx.user,
+        thread=ctx.thread,
+        membership_id=ctx.membership.pk,
+        pin=ctx.pin,
+        claims=claims,
+    )
+
+
+def admitted_view(ctx: ActionContext, claims: ViewToken | None) -> ToolCall:
+    """On the database thread, first: the member's session and membership (re-read, kept
+    in the context) and the view the token names. Raises ``SessionEnded`` or
+    ``ViewRequestError``."""
+    try:
+        admitted = view_admit(view_admission(ctx, claims))
+    except SessionGone:
+        raise SessionEnded() from None
+    except ViewRefused as exc:
+        raise ViewRequestError.of(exc) from None
+    ctx.membership = admitted.membership
+    return admitted.view
+
+
+async def view_limit(ctx: ActionContext, buckets: list[tuple[str, str]], what: str) -> None:
+    """Take a token from each rate bucket, or refuse the request (audited)."""
+    verdict = await take_tokens(ctx, buckets)
+    if not verdict.allowed:
+        error = rate_limited_error(verdict, what)
+        raise ViewRequestError(
+            error.code, error.message, RATE_LIMITED, audited=True, details=error.details
+        )
+
+
+def app_view_tool_call(
+    ctx: ActionContext, claims: ViewToken | None, msg: dict[str, Any], kind: ActionKind
+) -> None:
+    """A view's ``tools/call`` (audited as ``kind``): answered from a task keyed by this
+    socket (``chat.calls.app_view.view_call_key``), with the reply to ``msg["rid"]``."""
+    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    request = ViewCallRequest(
+        admission=view_admission(ctx, claims),
+        tool_name=params.get("name"),
+        arguments=params.get("arguments") or {},
+        action_kind=kind,
+    )
+    rid = msg.get("rid")
+    runtime.spawn(view_call_key(ctx.channel_name, rid), _answer(ctx, request, rid))
+
+
+async def _answer(ctx: ActionContext, request: ViewCallRequest, rid: Any) -> None:
+    try:
+        await view_limit(ctx, [("tool_call", str(ctx.user.pk))], "tool calls")
+        try:
+            result = await app_view_call_answer(request)
+        except SessionGone:
+            raise SessionEnded() from None
+        except ViewRefused as exc:
+            raise ViewRequestError.of(exc) from None
+        reply = {"type": "reply", "rid": rid, "ok": True, "result": result}
+    except SessionEnded:
+        if ctx.end_session is not None:
+            await ctx.end_session(rid)
+        return
+    except ActionError as exc:
+        if not exc.audited:
+            await database_sync_to_async(refusal_record)(ctx, "view.request", exc.code)
+        reply = {"type": "reply", "rid": rid, "ok": False, "error": exc.to_dict()}
+    except Exception:
+        log.exception("view tools/call failed")
+        reply = {
+            "type": "reply",
+            "rid": rid,
+            "ok": False,
+            "error": {
+                "code": "internal_error",
+                "message": "The call failed.",
+                "jsonrpcCode": -32603,
+            },
+        }
+    # The socket may have closed meanwhile; the result is stored anyway.
+    with contextlib.suppress(Exception):
+        await ctx.send(reply)

@@ -1,0 +1,86 @@
+"""Admitting an app view's request: the person's session and membership, re-read, and the
+view its token names (docs/view-bridge.md). It runs first in the request's first trip to
+the database thread — for a ``tools/call``, in the decision's own trip."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from chat.app_view_bridge import view_for_claims
+from chat.calls.requests import ViewAdmission
+from chat.models import Membership, ToolCall
+from chat.selectors import membership_for_session
+from chat.services.app_views import app_view_token_rejected
+
+# The JSON-RPC error codes a view's refused request is answered with.
+JSONRPC_INVALID_PARAMS = -32602
+POLICY_DENIED = -32003
+RATE_LIMITED = -32029  # server-defined: too many requests
+
+
+class SessionGone(Exception):
+    """The member left the workspace, or the session or account changed: the socket ends."""
+
+
+class ViewRefused(Exception):
+    """A view's request refused; ``audited``: its audit row is written already."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        jsonrpc_code: int = POLICY_DENIED,
+        *,
+        audited: bool = False,
+        details: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.jsonrpc_code = jsonrpc_code
+        self.audited = audited
+        self.details = details
+
+
+@dataclass(frozen=True)
+class AdmittedView:
+    """The member's membership as just read, and the view the request is from."""
+
+    membership: Membership
+    view: ToolCall
+
+
+def token_is_this_sockets(admission: ViewAdmission) -> bool:
+    """The token's signature held and it names this socket's person and thread (no
+    database: whether its view still exists is read with the request)."""
+    claims = admission.claims
+    return (
+        claims is not None
+        and claims.user_id == admission.user.pk
+        and claims.thread_id == admission.thread.pk
+    )
+
+
+def view_admit(admission: ViewAdmission) -> AdmittedView:
+    """The member's session and membership (re-read) and the view the token names: what
+    every view request checks first. Raises ``SessionGone`` or ``ViewRefused``."""
+    membership = membership_for_session(membership_id=admission.membership_id, pin=admission.pin)
+    if membership is None:
+        raise SessionGone()
+    claims = admission.claims
+    if claims is None or not token_is_this_sockets(admission):
+        app_view_token_rejected(
+            user=admission.user,
+            thread=admission.thread,
+            reason="invalid_token" if claims is None else "token_not_for_this_thread_or_user",
+        )
+        raise ViewRefused(
+            "invalid_token",
+            "This view's token is invalid or expired; reload the view.",
+            audited=True,
+        )
+    view = view_for_claims(claims, admission.thread.pk)
+    if view is None or view.server_id != claims.server_id:
+        raise ViewRefused("invalid_token", "This view no longer exists.")
+    return AdmittedView(membership=membership, view=view)

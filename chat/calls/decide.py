@@ -1,0 +1,288 @@
+"""Step 1 of a call: decide it (bindings policy, audited) and record it, in one transaction.
+
+``call_decide`` is the step; ``view_call_admit`` first turns an app view's ``tools/call``
+into a request (its member and view admitted, its input validated), in the same trip to
+the database thread. Then ``chat.calls.run`` runs an allowed call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from bindings.models import ApprovalRequest
+from bindings.services.approvals import (
+    approval_create,
+    approval_join_pending,
+    approval_limit_refusal,
+)
+from bindings.services.authorize import (
+    Authorization,
+    Requester,
+    ToolCallAuthorization,
+    ViewActionRequest,
+    tool_call_authorize,
+    view_action_authorize,
+)
+from bindings.services.errors import BindingError
+from chat.calls.admission import JSONRPC_INVALID_PARAMS, ViewRefused, view_admit
+from chat.calls.emit import call_emit
+from chat.calls.requests import (
+    ACTION_FOR_ORIGIN,
+    CallRequest,
+    KnownApproval,
+    ToolCallRefused,
+    ViewCallRequest,
+)
+from chat.models import ToolCall, ToolCallStatus
+from chat.selectors import tool_calls_queryset
+from chat.services.refusals import request_record_refused
+from chat.services.turn_lease import check_fence
+from lean_rows import insert_row
+from mcp_bridge.models import Tool, UiResource
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A recorded decision: the call row (relations loaded), the outcome (allow, ask,
+    deny, cancelled), the catalogue row it was decided with and the call's approval
+    request (handed to the run, whose events are built from memory too)."""
+
+    call: ToolCall
+    outcome: str
+    tool: Tool | None
+    approval: KnownApproval | None = None
+
+
+DECIDE_FIELDS = [
+    "binding",
+    "arguments",
+    "status",
+    "requested_by",
+    "started_at",
+    "error",
+    "ui_resource",
+    "provider_call_id",
+]
+
+
+def tool_call_decide(*, request: CallRequest) -> tuple[ToolCall, str]:
+    """Decide the call and record it, in one transaction. Returns (call, outcome)."""
+    decided = call_decide(request=request)
+    assert decided is not None
+    return decided.call, decided.outcome
+
+
+def view_call_admit(request: ViewCallRequest) -> CallRequest:
+    """An app view's ``tools/call`` as a call request: the member's session and membership
+    and the view's token first (``view_admit``), then its input, then whether this member
+    may act at all — each refusal audited, nothing recorded. On the database thread, in
+    the decision's own trip."""
+    admitted = view_admit(request.admission)
+    admission, view = request.admission, admitted.view
+    name, arguments, kind = request.tool_name, request.arguments, request.action_kind
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        message = "tools/call needs a tool name and object arguments."
+        request_record_refused(
+            action_kind=kind,
+            actor_kind="app_view",
+            user=admission.user,
+            thread=admission.thread,
+            server_id=view.server_id,
+            binding_id=view.binding_id,
+            reason="invalid_params",
+            extra={"view": view.pk, "message": message},
+        )
+        raise ViewRefused("invalid_params", message, JSONRPC_INVALID_PARAMS, audited=True)
+    role = admitted.membership.role
+    if not admitted.membership.can_act:
+        # Decided (and audited) before anything else: a viewer's view neither refreshes
+        # the catalogue nor stores or broadcasts a refused call.
+        auth = view_action_authorize(
+            ViewActionRequest(
+                requester=Requester("app_view", admission.user, role, admission.thread),
+                action_kind=kind,
+                view=view,
+                tool_name=name,
+                extra={"refused_before_call": True},
+            )
+        )
+        raise ViewRefused(str(auth.decision.reason_code), auth.decision.message, audited=True)
+    return CallRequest(
+        thread=admission.thread,
+        server=view.server,
+        tool_name=name,
+        arguments=arguments,
+        origin="app_view",
+        user=admission.user,
+        role=role,
+        parent_view=view,
+        action_kind=kind,
+    )
+
+
+def call_decide(
+    *, request: CallRequest, refresh_missing: bool = False, quiet_start: bool = False
+) -> Decided | None:
+    """Decide the call (the binding, the tool's policy and catalogue row and any allowance
+    read fresh by the authority), audit the decision, record the call and its approval
+    request, and emit it — one transaction.
+
+    With ``refresh_missing``, a tool absent from the catalogue returns None before
+    anything is written (the caller refreshes the catalogue once and decides again). With
+    ``quiet_start``, an allowed call is recorded (and its decision audited) without its
+    "running" event: the run announces it only if it still runs after a moment. A view
+    past the caps on pending approvals raises ``ToolCallRefused`` (audited, nothing
+    recorded)."""
+    decided = _decide_atomic(
+        request=request, refresh_missing=refresh_missing, quiet_start=quiet_start
+    )
+    if isinstance(decided, BindingError):
+        raise ToolCallRefused(decided.code, decided.message)
+    return decided
+
+
+def _decide_atomic(
+    *, request: CallRequest, refresh_missing: bool, quiet_start: bool
+) -> Decided | BindingError | None:
+    with transaction.atomic():
+        check_fence()  # a model turn that lost its lease starts no call (chat.turn_lease)
+        streamed = _streamed_row(request)
+        if request.streamed_call_id is not None and streamed is None:
+            # Cancelled while its arguments streamed: it stays cancelled, nothing runs.
+            ended = tool_calls_queryset().get(pk=request.streamed_call_id)
+            return Decided(ended, "cancelled", None)
+        auth = tool_call_authorize(
+            ToolCallAuthorization(
+                requester=Requester(request.origin, request.user, request.role, request.thread),
+                action_kind=request.action_kind or ACTION_FOR_ORIGIN[request.origin],
+                server=request.server,
+                tool_name=request.tool_name,
+                arguments=request.arguments,
+                view=request.parent_view,
+                # A view's server row is read fresh with each of its requests.
+                server_read_now=request.origin == "app_view",
+            ),
+            skip_unknown_tool=refresh_missing,
+        )
+        if auth is None:
+            return None  # not in the catalogue: nothing decided, nothing written
+        tool = auth.tool
+        decision = auth.decision
+        if decision.needs_approval and request.parent_view is not None:
+            asked = _ask_once(request, auth)
+            if isinstance(asked, ToolCall):
+                return Decided(asked, str(decision.outcome), tool)  # waits: never run here
+            if asked is not None:
+                return asked  # returned, not raised: the refusal's audit row commits
+        if decision.allowed:
+            status = ToolCallStatus.RUNNING
+        elif decision.needs_approval:
+            status = ToolCallStatus.AWAITING_APPROVAL
+        else:
+            status = ToolCallStatus.REJECTED
+        call = ToolCall(
+            thread=request.thread,
+            message=request.message,
+            server=request.server,
+            binding=auth.binding,
+            tool_name=request.tool_name,
+            arguments=request.arguments,
+            status=status,
+            origin=request.origin,
+            requested_by=request.user,
+            parent_view=request.parent_view,
+            provider_call_id=request.provider_call_id[:200],
+            started_at=timezone.now() if decision.allowed else None,
+            error=None
+            if status != ToolCallStatus.REJECTED
+            else {"code": str(decision.reason_code), "message": decision.message},
+            ui_resource=_start_resource(request, tool, streamed),
+        )
+        if streamed is not None:
+            # The same row (and view) the members already see, now decided.
+            call.pk = streamed.pk
+            call.created_at = streamed.created_at
+            call.save(update_fields=DECIDE_FIELDS)
+        else:
+            insert_row(call)  # lean: on the path of every app view's tools/call
+        approval: ApprovalRequest | None = None
+        if decision.needs_approval:
+            assert auth.binding is not None  # the policy asks only under a binding
+            approval = approval_create(
+                thread=request.thread,
+                binding=auth.binding,
+                tool_call=call,
+                server_id=request.server.pk,
+                tool_name=request.tool_name,
+                arguments=request.arguments,
+                risk=str(decision.risk),
+                risk_source=str(decision.risk_source or ""),
+                requested_by_kind=request.origin,
+                requested_by=request.user,
+                view_id=getattr(request.parent_view, "pk", None),
+            )
+        known = KnownApproval(approval)
+        if not (quiet_start and decision.allowed):
+            call_emit(call, approval=known)
+    return Decided(call, str(decision.outcome), tool, known)
+
+
+def _ask_once(request: CallRequest, auth: Authorization) -> ToolCall | BindingError | None:
+    """One card per question (docs/consent.md): a view asking again what it already asks
+    joins that request — its call, which this request then waits on — and a view past
+    the caps on pending approvals is refused (audited). None: ask anew. In the caller's
+    transaction, holding the view's row, so one view's requests are taken one at a time."""
+    view = request.parent_view
+    assert view is not None and auth.binding is not None
+    ToolCall.objects.select_for_update().filter(pk=view.pk).values_list("pk").first()
+    joined = approval_join_pending(
+        thread=request.thread,
+        view_id=view.pk,
+        requested_by=request.user,
+        tool_name=request.tool_name,
+        arguments=request.arguments,
+    )
+    if joined is not None and joined.tool_call_id is not None:
+        call = tool_calls_queryset().get(pk=joined.tool_call_id)
+        call_emit(call, approval=KnownApproval(joined))  # the card says how often it was asked
+        return call
+    return approval_limit_refusal(
+        thread=request.thread,
+        binding=auth.binding,
+        view_id=view.pk,
+        requested_by=request.user,
+        server_id=request.server.pk,
+        tool_name=request.tool_name,
+        arguments=request.arguments,
+    )
+
+
+def _streamed_row(request: CallRequest) -> ToolCall | None:
+    """The row opened for this call while its arguments streamed, if it is still open."""
+    if request.streamed_call_id is None:
+        return None
+    return (
+        ToolCall.objects.select_for_update()
+        .filter(pk=request.streamed_call_id, status=ToolCallStatus.STREAMING)
+        .only("pk", "created_at", "ui_resource")
+        .first()
+    )
+
+
+def _start_resource(
+    request: CallRequest, tool: Tool | None, streamed: ToolCall | None
+) -> UiResource | None:
+    """The view a call shows from its start: the catalogue's `_meta.ui.resourceUri`, in
+    its latest stored version. A view's own calls answer that view and get none."""
+    if streamed is not None and streamed.ui_resource_id is not None:
+        return streamed.ui_resource
+    if request.origin == "app_view" or tool is None or not tool.resource_uri:
+        return None
+    return (
+        UiResource.objects.filter(server_id=request.server.pk, uri=tool.resource_uri)
+        .order_by("-fetched_at", "-pk")
+        .first()
+    )
