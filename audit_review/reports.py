@@ -336,24 +336,25 @@ def _per_period(qs: QuerySet[AuditEvent], filters: ReportFilters) -> PeriodSerie
 
 
 def _top_tools(qs: QuerySet[AuditEvent], limit: int) -> list[ToolStat]:
-    rows = (
+    rows = list(
         qs.order_by()
         .filter(event_type__in=[int(t) for t in TOOL_CALL_TYPES])
         .exclude(tool_name="")
         .values("server_id", "tool_name", "decision")
         .annotate(n=Count("id"))
     )
-    rows = list(rows)
     server_names = names_by_id(McpServer, (row["server_id"] for row in rows), "name")
     stats: dict[tuple[int | None, str], ToolStat] = {}
     for row in rows:
-        key = (row["server_id"], row["tool_name"])
+        server_id = row["server_id"]
+        key = (server_id, row["tool_name"])
         stat = stats.get(key)
         if stat is None:
-            name = server_names.get(row["server_id"]) or (
-                f"server #{row['server_id']}" if row["server_id"] else "no server"
-            )
-            stat = stats[key] = ToolStat(row["server_id"], name, row["tool_name"], {})
+            if server_id is None:
+                name = "no server"
+            else:
+                name = server_names.get(server_id) or f"server #{server_id}"
+            stat = stats[key] = ToolStat(server_id, name, row["tool_name"], {})
         stat.counts[row["decision"]] = stat.counts.get(row["decision"], 0) + row["n"]
     ranked = sorted(stats.values(), key=lambda s: (-s.total, s.server_name, s.tool_name))
     return ranked[:limit]

@@ -87,7 +87,6 @@ class ApprovalReplay:
     requester: Requester
     action_kind: policy.ActionKind
     server: McpServer
-    tool: Tool | None
     tool_name: str
     arguments: dict[str, Any]
     view: Any
@@ -163,8 +162,10 @@ def tool_call_authorize(
 
 
 def approval_replay_authorize(request: ApprovalReplay) -> Authorization:
-    """Decide an approved call again, as approved, and audit it."""
+    """Decide an approved call again, as approved, and audit it (its catalogue row, binding,
+    policy and allowance read now)."""
     asker = request.requester
+    tool = Tool.objects.filter(server=request.server, name=request.tool_name).first()
     binding = binding_for(thread=asker.thread, server_id=request.server.pk)
     return _decide(
         asker,
@@ -173,7 +174,7 @@ def approval_replay_authorize(request: ApprovalReplay) -> Authorization:
         binding=binding,
         rule=policy_snap(binding, request.tool_name),
         allowance=_allowance(binding, asker.thread, request.tool_name),
-        tool=request.tool,
+        tool=tool,
         tool_name=request.tool_name,
         arguments=request.arguments,
         view=request.view,

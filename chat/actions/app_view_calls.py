@@ -111,7 +111,8 @@ def app_view_tool_call(
 ) -> None:
     """A view's ``tools/call`` (audited as ``kind``): answered from a task keyed by this
     socket (``chat.calls.app_view.view_call_key``), with the reply to ``msg["rid"]``."""
-    params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+    found = msg.get("params")
+    params: dict[str, Any] = found if isinstance(found, dict) else {}
     request = ViewCallRequest(
         admission=view_admission(ctx, claims),
         tool_name=params.get("name"),

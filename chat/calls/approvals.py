@@ -28,7 +28,6 @@ from chat.calls.requests import ACTION_FOR_ORIGIN, task_key
 from chat.calls.run import tool_call_run
 from chat.models import Membership, ToolCall, ToolCallStatus
 from mcp_bridge import gateway
-from mcp_bridge.models import Tool
 
 # How long a sync caller outside a server loop (tests, a WSGI deployment) waits for the
 # approved call to finish before its private loop ends.
@@ -74,7 +73,6 @@ def _approval_outcome(
         )
         return rejected or call, False
     with transaction.atomic():
-        tool = Tool.objects.filter(server=call.server, name=call.tool_name).first()
         requester_role = (
             _role_of(call.requested_by, call.thread.workspace_id) if call.requested_by else role
         )
@@ -84,7 +82,6 @@ def _approval_outcome(
                 requester=Requester(call.origin, call.requested_by, requester_role, call.thread),
                 action_kind=ACTION_FOR_ORIGIN[call.origin],
                 server=call.server,  # just read: a disabled server runs nothing
-                tool=tool,
                 tool_name=call.tool_name,
                 arguments=approval.arguments,
                 view=call.parent_view,

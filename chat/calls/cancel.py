@@ -106,7 +106,7 @@ async def tool_call_stop(*, call: ToolCall, user_id: int | None, reason: str) ->
         call_id=call.pk, actor_user_id=user_id, reason=reason
     )
     if call.status == ToolCallStatus.RUNNING and not layer_is_process_local():
-        # Running in another process (chat.call_stops): its task is stopped there, which
+        # Running in another process (chat.calls.stops): its task is stopped there, which
         # tells the server; the late result, if any, is dropped.
         layer = get_channel_layer()
         await layer.group_send(CALL_RUNNERS, call_stop_message(call.pk))

@@ -231,7 +231,7 @@ ORPHANED_ERROR = {
 
 
 def tool_call_fail_orphaned() -> int:
-    """The beat sweep: fail every running call whose process died (chat.call_runners),
+    """The beat sweep: fail every running call whose process died (chat.calls.runners),
     audited as a failed call (reason ``runner_lost``); every member sees it end."""
     failed = 0
     for call_id in list(orphaned_running_calls().values_list("pk", flat=True)):

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from channels.db import database_sync_to_async
 from django.db.models import QuerySet
@@ -66,7 +66,7 @@ async def claimed_while_running(call_id: int) -> AsyncIterator[None]:
         claiming.cancel()
 
 
-def orphaned_running_calls(*, now=None) -> QuerySet[ToolCall]:
+def orphaned_running_calls(*, now: datetime | None = None) -> QuerySet[ToolCall]:
     """Running calls whose process has not renewed its claim for RUNNER_TTL (a call never
     claimed counts from when it started)."""
     now = now or timezone.now()

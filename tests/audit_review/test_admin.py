@@ -80,3 +80,45 @@ def test_audit_events_are_read_only_in_the_admin(personas):
     )
     after = AuditEvent.objects.get(pk=event.pk)
     assert (after.reason, after.decision) == (before.reason, before.decision)
+
+
+def test_the_rows_an_event_names_by_id_are_shown_by_name_and_outlive_their_rows(
+    admin_client, personas
+):
+    """The log keeps workspaces, threads, bindings and servers as ids: the admin names them
+    (list and filters by name, the event's page links each row) and, once a row is
+    deleted, still shows which id the event named."""
+    from audit.models import AuditEvent
+    from audit.types import AuditEventType, Decision
+    from audit.writer import record
+    from mcp_bridge.models import McpServer
+
+    server = McpServer.objects.create(name="Ledger", slug="ledger", transport="stdio", command="x")
+    gone = McpServer.objects.create(name="Gone", slug="gone", transport="stdio", command="x")
+    kept, lost = (
+        record(
+            event_type=AuditEventType.TOOL_CALL_USER,
+            decision=Decision.ALLOWED,
+            workspace_id=personas.workspace.pk,
+            thread_id=personas.thread.pk,
+            server_id=row.pk,
+            tool_name="audit_probe",
+        )
+        for row in (server, gone)
+    )
+    gone_id = gone.pk
+    gone.delete()
+
+    listed = admin_client.get("/admin/audit/auditevent/", {"q": "audit_probe"})
+    names = {(r.server_name, r.workspace_name) for r in listed.context["cl"].result_list}
+    assert names == {("Ledger", personas.workspace.name), (None, personas.workspace.name)}
+    page = listed.content.decode()
+    assert "Ledger" in page and f"#{gone_id} (deleted)" in page
+    by_server = admin_client.get("/admin/audit/auditevent/", {"server_id": str(server.pk)})
+    assert list(by_server.context["cl"].queryset) == [AuditEvent.objects.get(pk=kept.pk)]
+
+    detail = admin_client.get(f"/admin/audit/auditevent/{kept.pk}/change/").content.decode()
+    assert f'href="/admin/mcp_bridge/mcpserver/{server.pk}/change/">Ledger</a>' in detail
+    assert f'href="/admin/chat/thread/{personas.thread.pk}/change/">' in detail
+    detail = admin_client.get(f"/admin/audit/auditevent/{lost.pk}/change/").content.decode()
+    assert f"#{gone_id} (deleted)" in detail

@@ -503,6 +503,45 @@ def test_staff_without_the_audit_permission_is_refused(db):
     assert client.get("/audit/").status_code == 200
 
 
+def test_the_report_names_rows_by_id_and_keeps_the_ids_of_deleted_ones(personas):
+    """The log names workspaces and servers by id; the report looks their names and slugs up
+    (the table, top tools, exports) and shows the id once the row is gone."""
+    from audit.types import AuditEventType, Decision
+    from audit.writer import record
+    from audit_review.reports import build_report
+    from mcp_bridge.models import McpServer
+
+    board, vault = _servers()
+    with at(DAY2, 9):
+        for server in (board, vault):
+            record(
+                event_type=AuditEventType.TOOL_CALL_USER,
+                decision=Decision.ALLOWED,
+                workspace_id=personas.workspace.pk,
+                server_id=server.pk,
+                tool_name="list_items",
+            )
+    vault_id = vault.pk
+    McpServer.objects.filter(pk=vault_id).delete()
+
+    labels = {t.label for t in build_report(_filters()).top_tools}
+    assert labels == {"Board · list_items", f"server #{vault_id} · list_items"}
+    client = Client()
+    client.force_login(_staff())
+    rows = client.get("/audit/", RANGE).context["rows"]
+    assert {(r["workspace"], r["server"]) for r in rows} == {
+        (personas.workspace.name, "Board"),
+        (personas.workspace.name, ""),
+    }
+    html = client.get("/audit/", RANGE).content.decode()
+    assert f'<span class="muted">server #{vault_id}</span>' in html
+    exported = list(csv.DictReader(io.StringIO(_stream(client.get("/audit/export.csv", RANGE)))))
+    assert {(r["workspace_slug"], r["server_slug"]) for r in exported} == {
+        (personas.workspace.slug, "board"),
+        (personas.workspace.slug, ""),
+    }
+
+
 # ---------------------------------------------------------------------------- exports
 
 

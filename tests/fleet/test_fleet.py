@@ -276,7 +276,7 @@ async def _web_process_killed(fleet: Fleet, llm: FakeLLM, gate: threading.Event)
 
 
 async def _runner_of(fleet: Fleet, call_id: int) -> str:
-    """The process that claimed the running call (chat.call_runners claims after ~1 s)."""
+    """The process that claimed the running call (chat.calls.runners claims after ~1 s)."""
 
     def runner() -> str:
         ((name,),) = fleet.rows(f"select runner from chat_toolcall where id = {call_id}")
