@@ -55,6 +55,8 @@ WIDGET_STATE = RateBucket("view_widget_state", "view", "widget state updates", (
 
 @dataclass(frozen=True)
 class ViewMethod:
+    """One row: a method a view sends, and everything the host derives from it."""
+
     name: str
     message: Message
     side: Side = "server"
@@ -87,7 +89,7 @@ VIEW_METHODS: tuple[ViewMethod, ...] = (
         "tools/call",
         ActionKind.APP_TOOL_CALL,
         compat={"legacy": ActionKind.LEGACY_TOOL, "openai": ActionKind.APPS_SDK_CALL_TOOL},
-        bucket=TOOL_CALLS,
+        bucket=TOOL_CALLS,  # taken in its task (chat/actions/app_view_calls.py)
         deferred=True,
     ),
     _server_request("resources/read", _RESOURCE_READ),
