@@ -37,6 +37,7 @@ from .registry import (
     refusal_record,
     take_tokens,
 )
+from .view_methods import TOOL_CALLS
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def app_view_tool_call(
 
 async def _answer(ctx: ActionContext, request: ViewCallRequest, rid: Any) -> None:
     try:
-        await view_limit(ctx, [("tool_call", str(ctx.user.pk))], "tool calls")
+        await view_limit(ctx, [(TOOL_CALLS.name, str(ctx.user.pk))], TOOL_CALLS.what)
         try:
             result = await app_view_call_answer(request)
         except SessionGone:

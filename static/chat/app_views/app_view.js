@@ -2,10 +2,13 @@
  *
  * An AppView is its identity (the call, the thread client, its container) and the
  * collaborators below, each owning its own state; this constructor is the one place they
- * are wired. A collaborator reaches another only through these names:
+ * are wired. frame and bridge are given exactly what they use; the others reach their
+ * peers only through these names on their view:
  *
- *   frame      frame.js         the stage and iframe, loading/failure cards, inline height
- *   bridge     bridge.js        JSON-RPC with the view (host_bridge.js), token, protocol
+ *   frame      frame.js         the stage and iframe, loading/failure cards, inline height,
+ *                               the notice line under the frame
+ *   bridge     host_bridge.js   JSON-RPC with the view, token, origin, protocol; the host
+ *                               steps of methods.js's rows
  *   lifecycle  lifecycle.js     view.open → frame → handshake → live; teardown, remount
  *   feed       call_feed.js     the call's input, partial input, result or cancellation
  *   context    host_context.js  hostContext and its changes
@@ -14,12 +17,12 @@
  *   openai     compat_openai.js Apps SDK: first globals, widget state, requestModal
  *   mcpUi      compat_mcp_ui.js legacy MCP-UI messages
  */
-import { BridgePort } from "./bridge.js";
 import { CallFeed } from "./call_feed.js";
 import { McpUiCompat } from "./compat_mcp_ui.js";
 import { OpenAiCompat } from "./compat_openai.js";
 import { DisplayModes } from "./display_modes.js";
 import { ViewFrame } from "./frame.js";
+import { HostBridge } from "./host_bridge.js";
 import { HostCards } from "./host_cards.js";
 import { HostContext } from "./host_context.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -40,13 +43,26 @@ export class AppView {
       appName: () => this.appName(),
     });
     this.feed = new CallFeed(this, call);
-    this.bridge = new BridgePort(this);
     this.lifecycle = new Lifecycle(this);
     this.context = new HostContext(this);
     this.modes = new DisplayModes(this);
     this.cards = new HostCards(this);
     this.openai = new OpenAiCompat(this, { openView: (dialog, dialogCall, dialogClient, dialogOptions) => new AppView(dialog, dialogCall, dialogClient, dialogOptions) });
     this.mcpUi = new McpUiCompat(this);
+    // Last: it is handed its peers themselves.
+    this.bridge = new HostBridge({
+      id: this.id,
+      client,
+      isClosed: () => this.closed,
+      appName: () => this.appName(),
+      frame: this.frame,
+      lifecycle: this.lifecycle,
+      context: this.context,
+      modes: this.modes,
+      cards: this.cards,
+      openai: this.openai,
+      mcpUi: this.mcpUi,
+    });
   }
 
   /** The server's display name for this view's app. */

@@ -1,6 +1,6 @@
 /* An app view's frame: the stage in its row (title bar, permission prompt, iframe, notice),
  * the loading and failure states that stand in for it, and its inline height. */
-import { h } from "../dom.js";
+import { h, icon } from "../dom.js";
 import { FLIP_LIMIT, FREEZE_MS, INITIAL_HEIGHT, MAX_HEIGHT, MIN_HEIGHT, OUTER_SANDBOX } from "./config.js";
 import { clamp } from "./rpc.js";
 
@@ -21,7 +21,8 @@ export class ViewFrame {
     this.iframe = null;
     this.stage = null;
     this.stageButtons = null; // the stage bar's buttons (display modes, when floating)
-    this.notice = null; // a line under the frame (host_bridge.js showNotice)
+    this.notice = null; // a line under the frame (showNotice)
+    this.noticeTimer = null;
     this.loading = null;
     this.loadingOverlay = null;
     this.resizeObserver = null;
@@ -110,6 +111,23 @@ export class ViewFrame {
     if (!this.stage || !this.iframe) return false;
     this.stage.insertBefore(el, this.iframe);
     return true;
+  }
+
+  /** A line under the frame for 8 s ("Opened a link from …: <url>"). */
+  showNotice(text, url) {
+    if (!this.notice) return;
+    this.notice.textContent = "";
+    this.notice.appendChild(document.createTextNode(text));
+    if (url) {
+      const a = h("a", { attrs: { href: url, target: "_blank", rel: "noopener noreferrer" }, text: url.length > 80 ? url.slice(0, 77) + "…" : url });
+      this.notice.appendChild(a);
+      this.notice.appendChild(icon("external", "view-icon"));
+    }
+    this.notice.hidden = false;
+    clearTimeout(this.noticeTimer);
+    this.noticeTimer = setTimeout(() => {
+      if (this.notice) this.notice.hidden = true;
+    }, 8000);
   }
 
   /** ui/notifications/size-changed (and MCP-UI ui-size-change): the inline height. */

@@ -255,7 +255,7 @@ export class HostCards {
             // This click is the user gesture: the popup blocker lets it through.
             if (scheme === "http:" || scheme === "https:") window.open(url, "_blank", "noopener,noreferrer");
             else h("a", { attrs: { href: url, target: "_blank", rel: "noopener noreferrer" } }).click();
-            this.view.bridge.showNotice("Opened a link from " + app + ": ", url);
+            this.view.frame.showNotice("Opened a link from " + app + ": ", url);
             done.ok({});
           },
         },

@@ -245,7 +245,7 @@ export class Lifecycle {
     view.openai.closeModal();
     return this.teardown(reason).then(() => {
       clearTimeout(this.readyTimer);
-      clearTimeout(view.bridge.sizeNotifyTimer);
+      view.bridge.stopPacing();
       this.removeFrame();
       const i = liveAppViews.indexOf(view);
       if (i >= 0) liveAppViews.splice(i, 1);
@@ -289,7 +289,7 @@ export class Lifecycle {
     const view = this.view;
     return this.teardown(reason).then(() => {
       clearTimeout(this.readyTimer);
-      clearTimeout(view.bridge.sizeNotifyTimer);
+      view.bridge.stopPacing();
       this.removeFrame();
       this.reset();
       view.feed.forgetOutcome();
