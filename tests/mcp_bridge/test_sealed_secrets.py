@@ -62,9 +62,7 @@ def test_server_secrets_are_sealed_in_the_database_and_read_back_plain():
     assert HEADER_SECRET not in headers and "Authorization" not in headers and env == ""
 
     assert McpServer.objects.get(pk=stdio.pk).env == {"API_TOKEN": ENV_SECRET}
-    assert spec_for(McpServer.objects.get(pk=http.pk)).headers == {
-        "Authorization": HEADER_SECRET
-    }
+    assert spec_for(McpServer.objects.get(pk=http.pk)).headers == {"Authorization": HEADER_SECRET}
     assert McpServer.objects.values_list("env", flat=True).get(pk=stdio.pk) == {
         "API_TOKEN": ENV_SECRET
     }
