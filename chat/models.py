@@ -188,8 +188,8 @@ class Origin(models.TextChoices):
 def attach_approvals(calls: list[ToolCall]) -> None:
     """Load the approvals of these calls in one query (bindings keeps a call's id, not a
     foreign key to it, so there is no ``select_related`` for them). The approval is kept in
-    the call's ``_approval`` (``ToolCall.approval`` reads it; a service that already holds
-    the approval sets it to spare the query)."""
+    the call's ``_approval``, the way a prefetch keeps its rows (``ToolCall.approval`` reads
+    it); a service that already holds the approval passes it on in a typed value instead."""
     pending = [call for call in calls if call.pk is not None and "_approval" not in call.__dict__]
     if not pending:
         return

@@ -327,6 +327,9 @@ def test_open_link_shows_the_whole_url_and_open_opens_it(open_page, world, scree
     )
     opened.value.close()
     expect(app.locator("#out-link")).to_have_attribute("data-state", "ok")
+    # The frame says under itself which link the view opened.
+    expect(row.locator(".view-notice")).to_contain_text("Opened a link from")
+    expect(row.locator(".view-notice a")).to_have_text(url)
 
     # Dismiss: the view hears it was not opened.
     app.locator("#link").click()
