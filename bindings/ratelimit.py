@@ -25,6 +25,7 @@ import logging
 import math
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -152,7 +153,8 @@ redis.call('EXPIRE', KEYS[1], math.max(ttl, 86400))
 return {0, wait, skipped + 1}
 """
 
-_KEY_PREFIX = "atrium:rate:"
+KEY_PREFIX = "atrium:rate:"
+_key_prefix = KEY_PREFIX  # reset_for_tests() gives each test a namespace of its own
 
 
 def _verdict(raw: list[Any]) -> Verdict:
@@ -200,7 +202,7 @@ def _take(kind: str, key: str) -> Verdict:
         _sync_client = redis.Redis.from_url(_redis_url())
     try:
         raw = _sync_client.eval(
-            _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now()
+            _LUA, 1, _key_prefix + f"{kind}:{key}", limit.burst, limit.rate, _now()
         )
     except _UNREACHABLE as exc:
         return _unlimited(kind, exc)
@@ -213,7 +215,7 @@ async def _take_async(kind: str, key: str) -> Verdict:
         return _local.take(f"{kind}:{key}", limit, _now())
     try:
         raw = await _async_client().eval(
-            _LUA, 1, _KEY_PREFIX + f"{kind}:{key}", limit.burst, limit.rate, _now()
+            _LUA, 1, _key_prefix + f"{kind}:{key}", limit.burst, limit.rate, _now()
         )
     except _UNREACHABLE as exc:
         return _unlimited(kind, exc)
@@ -276,5 +278,10 @@ def _unlimited(kind: str, exc: Exception) -> Verdict:
 
 
 def reset_for_tests() -> None:
-    """Empty every bucket (the local store; a test's Redis database is flushed instead)."""
+    """Start every bucket full: empty the local store, and move this process's Redis keys
+    to a fresh namespace (the suite's processes share one Redis database, and a test
+    database numbers its rows from 1 again, so one test's drained bucket would otherwise
+    meet the next test, or the next run within the keys' expiry)."""
+    global _key_prefix
     _local.reset()
+    _key_prefix = f"{KEY_PREFIX}test-{uuid.uuid4().hex[:12]}:"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from playwright.sync_api import sync_playwright
 
 from tests import factories, live, waiting
@@ -45,6 +46,21 @@ def celery_publishes_in_memory():
     app._pool = None
     app.amqp._producer_pool = None
     yield app
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, and before it is dropped: on PostgreSQL, end the
+    sessions other threads left open (``database_sync_to_async`` keeps a connection per
+    executor thread), or DROP DATABASE refuses ("is being accessed by other users")."""
+    yield
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @dataclass
@@ -281,7 +297,8 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(autouse=True)
 def fresh_rate_limits():
-    """Every test starts with full rate-limit buckets (bindings.ratelimit, embedded store)."""
+    """Every test starts with full rate-limit buckets (bindings.ratelimit: the local store, or
+    a fresh namespace of Redis keys in the production profile)."""
     from bindings import ratelimit
 
     ratelimit.reset_for_tests()

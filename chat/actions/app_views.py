@@ -14,7 +14,6 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.urls import reverse
 
-from bindings import ratelimit
 from bindings.policy import ActionKind
 from bindings.services.authorize import Authorization
 from bindings.services.errors import BindingError
@@ -55,7 +54,6 @@ from .registry import (
     take_tokens,
 )
 from .view_methods import (
-    RATE_LIMITS,
     USER_VIEW_REQUEST,
     VIEW_METHODS,
     VIEW_REQUEST,
@@ -64,9 +62,6 @@ from .view_methods import (
 )
 
 log = logging.getLogger(__name__)
-
-# The defaults of the buckets the table names (settings.ATRIUM_RATE_LIMITS overrides them).
-ratelimit.limits_declare(RATE_LIMITS)
 
 JSONRPC_METHOD_NOT_FOUND = -32601
 MAX_MODEL_CONTEXT_BYTES = 64 * 1024

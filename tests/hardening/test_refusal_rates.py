@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-import redis
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
@@ -32,15 +31,11 @@ class Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch, settings) -> Clock:
-    """The buckets' clock, moved by the test; the production profile's buckets (Redis)
-    start empty too."""
+def clock(monkeypatch) -> Clock:
+    """The buckets' clock, moved by the test (every test's buckets start full:
+    tests/conftest.py, ``ratelimit.reset_for_tests``)."""
     fake = Clock()
     monkeypatch.setattr(ratelimit, "_now", fake)
-    if settings.REDIS_URL:
-        client = redis.Redis.from_url(settings.REDIS_URL)
-        for key in client.scan_iter(match="atrium:rate:*"):
-            client.delete(key)
     return fake
 
 
