@@ -346,8 +346,10 @@ def test_debug_server_bridge_features(open_as, world, screenshots):
     app = app_frame(row)
     expect(app.locator("#event-log")).to_contain_text("ontoolresult", timeout=15_000)
 
-    # Display modes requested by the app: the host arbitrates and reports the result.
-    app.locator("#display-fullscreen-btn").click()
+    # Display modes requested by the app: the host arbitrates and reports the result. The
+    # gesture is a key press in the frame (as good as a click, F14): a click can miss while
+    # the view's own calls add their cards and the row moves under the pointer.
+    app.locator("#display-fullscreen-btn").press("Enter")
     page.wait_for_function(
         "id => window.AtriumAppViews.list().find(v => v.toolCallId === id).mode === 'fullscreen'",
         arg=call_id,
