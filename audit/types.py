@@ -79,6 +79,11 @@ class AuditEventType(IntEnum):
     ACTION_REFUSED = 131
     RATE_LIMITED = 132
     TURN_TAKEN_OVER = 140
+    # Issue 29: a member's side pane (their own layout of a thread, docs/side-pane.md).
+    VIEW_PINNED = 150
+    VIEW_UNPINNED = 151
+    SIDE_PANE_RESIZED = 152
+    VIEW_PIN_REFUSED = 153
 
     # 2xx — MCP servers and catalogue
     SERVER_ADDED = 200
@@ -191,6 +196,10 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.ACTION_REFUSED: "Action refused",
     AuditEventType.RATE_LIMITED: "Request rate-limited",
     AuditEventType.TURN_TAKEN_OVER: "Model turn taken over (its process stopped)",
+    AuditEventType.VIEW_PINNED: "App view pinned beside the conversation",
+    AuditEventType.VIEW_UNPINNED: "App view unpinned from the side pane",
+    AuditEventType.SIDE_PANE_RESIZED: "Side pane resized",
+    AuditEventType.VIEW_PIN_REFUSED: "Pinning an app view refused",
     AuditEventType.SERVER_ADDED: "MCP server added",
     AuditEventType.SERVER_CHANGED: "MCP server changed",
     AuditEventType.SERVER_REMOVED: "MCP server removed",

@@ -212,6 +212,7 @@ class DisplayMode(StrEnum):
     INLINE = "inline"
     FULLSCREEN = "fullscreen"
     PIP = "pip"
+    SPLIT = "split"  # the side pane beside the conversation (ext-apps PR #739, docs/side-pane.md)
 
 
 class Reason(StrEnum):

@@ -165,7 +165,7 @@ def _check_display_mode(action: Action) -> tuple[Reason, str] | None:
     if not isinstance(mode, str) or mode not in {m.value for m in DisplayMode}:
         return (
             Reason.INVALID_DISPLAY_MODE,
-            f"Unknown display mode {mode!r}: use inline, fullscreen or pip.",
+            f"Unknown display mode {mode!r}: use inline, fullscreen, pip or split.",
         )
     declared = action.available_display_modes
     if declared and mode not in declared:

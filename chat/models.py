@@ -11,6 +11,7 @@ from chat.providers.registry import provider_choices
 from mcp_bridge.sealed_fields import SealedTextField
 
 # Django registers the models of a module it has imported; it imports chat.models only.
+from .layout import models as layout_models  # noqa: F401
 from .media import models as media_models  # noqa: F401
 
 

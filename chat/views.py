@@ -22,6 +22,7 @@ from mcp_bridge.models import UiResource
 
 from . import services
 from .app_view_bridge import read_view_token
+from .layout.selectors import thread_layout_for
 from .models import Thread, ToolCall, Workspace
 from .selectors import membership_for, thread_snapshot, threads_for, workspaces_for
 
@@ -89,6 +90,7 @@ def thread_detail(request: HttpRequest, slug: str, thread_id: int) -> HttpRespon
     workspace, membership = _workspace_for_member(request, slug)
     thread = get_object_or_404(Thread, pk=thread_id, workspace=workspace)
     snapshot = thread_snapshot(thread=thread)
+    layout = thread_layout_for(user=request.user, thread_id=thread.pk)  # the member's own pane
     return render(
         request,
         "chat/thread.html",
@@ -100,6 +102,8 @@ def thread_detail(request: HttpRequest, slug: str, thread_id: int) -> HttpRespon
             "thread": thread,
             "snapshot": snapshot,
             "snapshot_script": json_script(snapshot, "thread-snapshot"),
+            "layout": layout,
+            "layout_script": json_script(layout, "thread-layout"),
         },
     )
 

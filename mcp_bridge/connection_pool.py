@@ -43,6 +43,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_bridge.connection_errors import connect_failure_message, lost_connection_message
 from mcp_bridge.errors import ServerUnavailable
+from mcp_bridge.server_requests import (
+    InboundKind,
+    InboundRequest,
+    InboundRequestRefused,
+    InboundRoutes,
+)
 from mcp_bridge.server_spec import ServerSpec
 from mcp_bridge.transports import StderrLog, open_transport, watched
 
@@ -53,6 +59,7 @@ __all__ = [
     "HealthCallback",
     "HealthInfo",
     "Link",
+    "NotificationCallback",
     "ServerState",
     "ToolsChangedCallback",
 ]
@@ -76,6 +83,22 @@ HealthCallback = Callable[[str, HealthInfo], Awaitable[None] | None]
 """Called with ``(spec.key, health)`` when a connection's state or last error changes."""
 ToolsChangedCallback = Callable[[str], Awaitable[None] | None]
 """Called with ``spec.key`` when the server announces ``notifications/tools/list_changed``."""
+NotificationCallback = Callable[[str, str, dict[str, Any]], Awaitable[None] | None]
+"""Called with ``(spec.key, method, params)`` for the other notifications a server sends:
+``notifications/message`` (logging), ``notifications/resources/list_changed``,
+``notifications/resources/updated``, ``notifications/prompts/list_changed``,
+``notifications/elicitation/complete``. ``params`` is wire JSON."""
+
+# The notifications handed to ``on_notification`` (tools/list_changed has its own callback;
+# logging arrives through the SDK's logging callback).
+_FORWARDED_NOTIFICATIONS = frozenset(
+    {
+        "notifications/resources/list_changed",
+        "notifications/resources/updated",
+        "notifications/prompts/list_changed",
+        "notifications/elicitation/complete",
+    }
+)
 
 # How long a failed call waits for its connection's owner to finish tearing down, to learn
 # why the connection ended (the owner records the transport's own exception).
@@ -108,6 +131,7 @@ class Link:
         self.in_flight = 0  # requests running on this link right now
         self.last_used = time.monotonic()
         self.idle_closed = False
+        self.routes = InboundRoutes()  # where the server's own requests go (server_requests)
 
     @property
     def usable(self) -> bool:
@@ -176,8 +200,16 @@ class ConnectionPool:
         spool_dir: Path | None,
         idle_timeout: float | None,
         client_info: types.Implementation,
+        on_notification: NotificationCallback | None = None,
+        inbound_kinds: frozenset[str] = frozenset(),
+        sampling_capability: types.SamplingCapability | None = None,
     ) -> None:
+        """``inbound_kinds``: the server requests Atrium answers (``"elicitation"``,
+        ``"sampling"``); only those capabilities are declared to servers."""
         self.on_tools_changed = on_tools_changed
+        self.on_notification = on_notification
+        self.inbound_kinds = inbound_kinds
+        self.sampling_capability = sampling_capability
         self.on_health = on_health
         self.stderr_dir = stderr_dir
         self.spool_dir = spool_dir
@@ -381,7 +413,52 @@ class ConnectionPool:
             client_info=self._client_info,
             extensions=[advertise(UI_EXTENSION_ID, {"mimeTypes": [UI_MIME_TYPE]})],
             message_handler=partial(self._on_message, link),
+            logging_callback=partial(self._on_log, link),
+            # Only what is implemented is declared: the SDK declares a capability exactly when
+            # its callback is given. Roots are never declared (Atrium exposes no files).
+            elicitation_callback=(
+                partial(self._on_elicitation, link) if "elicitation" in self.inbound_kinds else None
+            ),
+            sampling_callback=(
+                partial(self._on_sampling, link) if "sampling" in self.inbound_kinds else None
+            ),
+            sampling_capabilities=self.sampling_capability,
         )
+
+    async def _inbound(self, link: Link, kind: InboundKind, params: Any) -> dict[str, Any]:
+        """Route a server's request to the handler of the call it belongs to."""
+        handler = link.routes.handler_for(kind)
+        spec = link.server.spec
+        wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return await handler(
+            InboundRequest(kind=kind, server_label=spec.label, server_key=spec.key, params=wire)
+        )
+
+    async def _on_elicitation(
+        self, link: Link, _context: Any, params: Any
+    ) -> types.ElicitResult | types.ErrorData:
+        try:
+            wire = await self._inbound(link, "elicitation", params)
+        except InboundRequestRefused as exc:
+            return types.ErrorData(code=exc.code, message=exc.message)
+        return types.ElicitResult.model_validate(wire)
+
+    async def _on_sampling(
+        self, link: Link, _context: Any, params: Any
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        try:
+            wire = await self._inbound(link, "sampling", params)
+        except InboundRequestRefused as exc:
+            return types.ErrorData(code=exc.code, message=exc.message)
+        if isinstance(wire.get("content"), list):
+            return types.CreateMessageResultWithTools.model_validate(wire)
+        return types.CreateMessageResult.model_validate(wire)
+
+    async def _on_log(self, link: Link, params: Any) -> None:
+        link.server.last_seen = utcnow()
+        if self.on_notification is not None:
+            wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+            self._fire(self.on_notification, link.server.spec.key, "notifications/message", wire)
 
     async def _listen_for_changes(self, link: Link, client: Client) -> None:
         """2026-era servers announce list changes only on a ``subscriptions/listen`` stream.
@@ -420,6 +497,16 @@ class ConnectionPool:
             link.tools_listed = False  # output schemas may have changed
             if self.on_tools_changed is not None:
                 self._fire(self.on_tools_changed, server.spec.key)
+            return
+        method = getattr(message, "method", None)
+        if self.on_notification is not None and method in _FORWARDED_NOTIFICATIONS:
+            params = getattr(message, "params", None)
+            wire = (
+                params.model_dump(by_alias=True, mode="json", exclude_none=True)
+                if params is not None
+                else {}
+            )
+            self._fire(self.on_notification, server.spec.key, method, wire)
 
     # ---- health --------------------------------------------------------------------
 

@@ -63,11 +63,13 @@ from mcp_bridge.connection_pool import (
     HealthCallback,
     HealthInfo,
     Link,
+    NotificationCallback,
     ServerState,
     ToolsChangedCallback,
     utcnow,
 )
 from mcp_bridge.errors import BridgeError, Cancelled, ServerUnavailable, ToolNotFound
+from mcp_bridge.server_requests import InboundRequestHandler
 from mcp_bridge.server_spec import ServerSpec
 
 __all__ = ["ConnectionManager", "ProgressCallback"]
@@ -103,6 +105,9 @@ class ConnectionManager:
         *,
         on_tools_changed: ToolsChangedCallback | None = None,
         on_health: HealthCallback | None = None,
+        on_notification: NotificationCallback | None = None,
+        inbound_kinds: frozenset[str] = frozenset(),
+        sampling_capability: types.SamplingCapability | None = None,
         stderr_dir: str | os.PathLike[str] | None = None,
         spool_dir: str | os.PathLike[str] | None = None,
         idle_timeout: float | None = None,
@@ -113,7 +118,9 @@ class ConnectionManager:
         ``idle_timeout``: close a connection unused for that many seconds (it reopens on the
         next call); ``None`` keeps connections until closed. ``spool_dir``: where stdio
         servers' long media literals are streamed as they arrive (``mcp_bridge.spooled_media``;
-        ``None``: held in memory)."""
+        ``None``: held in memory). ``inbound_kinds``: the server requests answered
+        (``mcp_bridge.server_requests``), declared as capabilities; ``on_notification``:
+        logging, resource, prompt and elicitation-complete notifications."""
         self._pool = ConnectionPool(
             on_tools_changed=on_tools_changed,
             on_health=on_health,
@@ -125,6 +132,9 @@ class ConnectionManager:
             spool_dir=Path(spool_dir) if spool_dir is not None else None,
             idle_timeout=idle_timeout,
             client_info=types.Implementation(name=client_name, version=client_version),
+            on_notification=on_notification,
+            inbound_kinds=inbound_kinds,
+            sampling_capability=sampling_capability,
         )
 
     async def __aenter__(self) -> Self:
@@ -144,8 +154,12 @@ class ConnectionManager:
         timeout: float | None = None,
         progress: ProgressCallback | None = None,
         cancel_event: asyncio.Event | None = None,
+        on_server_request: InboundRequestHandler | None = None,
     ) -> dict[str, Any]:
         """Call a tool; returns the ``CallToolResult`` as wire JSON (``isError`` results too).
+
+        ``on_server_request`` answers the elicitation and sampling requests the server sends
+        while this call runs (``mcp_bridge.server_requests``).
 
         Raises ``ToolTimeout`` after ``timeout`` (default ``spec.call_timeout``) seconds,
         ``Cancelled`` when ``cancel_event`` is set first, ``ServerCrashed`` when the server
@@ -160,9 +174,10 @@ class ConnectionManager:
 
         async def op(link: Link, client: Client) -> types.CallToolResult:
             await self._ensure_tool_listing(link, client)
-            return await client.call_tool(
-                name, args, read_timeout_seconds=budget, progress_callback=relay
-            )
+            with link.routes.route(on_server_request):
+                return await client.call_tool(
+                    name, args, read_timeout_seconds=budget, progress_callback=relay
+                )
 
         work = self._run(spec, request, op, timeout=budget)
         try:
@@ -210,6 +225,94 @@ class ConnectionManager:
 
         result = await self._run(spec, Request("resources/read", uri), op)
         return _dump(result)
+
+    async def list_resource_templates(self, spec: ServerSpec) -> list[dict[str, Any]]:
+        """All resource templates of the server (every page), as wire JSON."""
+
+        async def op(link: Link, client: Client) -> list[dict[str, Any]]:
+            templates: list[dict[str, Any]] = []
+            async for page in _pages(
+                lambda cursor: client.list_resource_templates(cursor=cursor, cache_mode="bypass")
+            ):
+                templates.extend(_dump(template) for template in page.resource_templates)
+            return templates
+
+        return await self._run(spec, Request("resources/templates/list"), op)
+
+    async def subscribe_resource(self, spec: ServerSpec, uri: str) -> None:
+        """``resources/subscribe``: the server sends ``notifications/resources/updated``."""
+
+        async def op(link: Link, client: Client) -> None:
+            await client.subscribe_resource(uri)
+
+        await self._run(spec, Request("resources/subscribe", uri), op)
+
+    async def list_prompts(self, spec: ServerSpec) -> list[dict[str, Any]]:
+        """All prompts of the server (every page), as wire JSON."""
+
+        async def op(link: Link, client: Client) -> list[dict[str, Any]]:
+            prompts: list[dict[str, Any]] = []
+            async for page in _pages(
+                lambda cursor: client.list_prompts(cursor=cursor, cache_mode="bypass")
+            ):
+                prompts.extend(_dump(prompt) for prompt in page.prompts)
+            return prompts
+
+        return await self._run(spec, Request("prompts/list"), op)
+
+    async def get_prompt(
+        self,
+        spec: ServerSpec,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        on_server_request: InboundRequestHandler | None = None,
+    ) -> dict[str, Any]:
+        """``prompts/get``; the ``GetPromptResult`` as wire JSON."""
+
+        async def op(link: Link, client: Client) -> types.GetPromptResult:
+            with link.routes.route(on_server_request):
+                return await client.get_prompt(name, dict(arguments or {}))
+
+        return _dump(await self._run(spec, Request("prompts/get", name, idempotent=True), op))
+
+    async def complete(
+        self,
+        spec: ServerSpec,
+        ref: dict[str, Any],
+        argument: dict[str, str],
+        context_arguments: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """``completion/complete`` for a prompt's or a resource template's argument.
+
+        ``ref``: ``{"type": "ref/prompt", "name": ...}`` or
+        ``{"type": "ref/resource", "uri": ...}``; ``argument``: ``{"name", "value"}``.
+        Returns the ``completion`` object (``values``, ``total``, ``hasMore``)."""
+        reference: types.PromptReference | types.ResourceTemplateReference
+        if ref.get("type") == "ref/prompt":
+            reference = types.PromptReference(type="ref/prompt", name=str(ref.get("name", "")))
+        else:
+            reference = types.ResourceTemplateReference(
+                type="ref/resource", uri=str(ref.get("uri", ""))
+            )
+
+        async def op(link: Link, client: Client) -> types.CompleteResult:
+            return await client.complete(
+                reference,
+                dict(argument),
+                context_arguments=dict(context_arguments) if context_arguments else None,
+            )
+
+        result = await self._run(spec, Request("completion/complete", idempotent=True), op)
+        return _dump(result.completion)
+
+    async def set_logging_level(self, spec: ServerSpec, level: str) -> None:
+        """``logging/setLevel`` (2025-era connections; 2026-era ones opt in per request)."""
+
+        async def op(link: Link, client: Client) -> None:
+            await client.set_logging_level(cast(types.LoggingLevel, level))
+
+        await self._run(spec, Request("logging/setLevel", idempotent=True), op)
 
     async def ping(self, spec: ServerSpec) -> float:
         """Round-trip one request; returns the latency in seconds.

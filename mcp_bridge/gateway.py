@@ -18,12 +18,13 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from . import oauth, schema_pool
+from . import oauth, schema_pool, signals
 from .blocking_bridge import BlockingBridge
 from .connections import ConnectionManager
 from .errors import AuthorizationRequired, BridgeError, InvalidArguments, ToolNotFound
 from .models import OAUTH_MODES, AuthMode, McpServer, Tool, UiResource
 from .schema import SchemaRefused, validate_arguments, validates_inline
+from .server_requests import INBOUND_KINDS, InboundRequestHandler
 from .server_spec import ServerSpec
 from .services.catalogue import CatalogueChange, catalogue_apply
 from .services.oauth_grants import grant_for, grant_record_call
@@ -44,6 +45,8 @@ def manager() -> ConnectionManager:
     if found is None:
         found = ConnectionManager(
             on_tools_changed=_tools_changed,
+            on_notification=_notified,
+            inbound_kinds=INBOUND_KINDS,
             # Beside the staging files it becomes: staging renames it, never copies it.
             spool_dir=Path(settings.MEDIA_STAGING_ROOT) / SPOOL_SUBDIR,
         )
@@ -53,12 +56,24 @@ def manager() -> ConnectionManager:
 
 async def _tools_changed(spec_key: str) -> None:
     """`notifications/tools/list_changed`: refresh that server's catalogue."""
-    slug = spec_key.split(":", 1)[0].split("~", 1)[0]  # "slug~g<grant>:…" signed-in specs
-    server = await database_sync_to_async(McpServer.objects.filter(slug=slug).first)()
+    server = await database_sync_to_async(McpServer.objects.filter(slug=_slug_of(spec_key)).first)()
     if server is not None:
         # On failure health is recorded; the next call refreshes again.
         with contextlib.suppress(BridgeError):
             await refresh_catalogue(server)
+
+
+def _slug_of(spec_key: str) -> str:
+    return spec_key.split(":", 1)[0].split("~", 1)[0]  # "slug~g<grant>:…" signed-in specs
+
+
+async def _notified(spec_key: str, method: str, params: dict[str, Any]) -> None:
+    """Any other server notification: the apps above decide (``signals.server_notified``)."""
+    server = await database_sync_to_async(McpServer.objects.filter(slug=_slug_of(spec_key)).first)()
+    if server is not None:
+        await signals.server_notified.asend(
+            sender=McpServer, server=server, spec_key=spec_key, method=method, params=params
+        )
 
 
 async def close_all() -> None:
@@ -169,10 +184,13 @@ async def call_tool(
     progress: ProgressFn | None = None,
     timeout: float | None = None,
     on_behalf_of: int | None = None,
+    on_server_request: InboundRequestHandler | None = None,
 ) -> tuple[dict[str, Any], float]:
     """Validate arguments against the tool's schema, call it; returns (raw result, ms).
 
-    ``on_behalf_of``: the user whose grant an OAuth-per-member server's call uses."""
+    ``on_behalf_of``: the user whose grant an OAuth-per-member server's call uses.
+    ``on_server_request``: answers the server's elicitation and sampling requests during
+    the call (``server_requests``); without one they are refused."""
     if not isinstance(arguments, dict):
         raise InvalidArguments(["arguments must be a JSON object"], tool=tool.name)
     await _validate(arguments, tool)
@@ -183,7 +201,12 @@ async def call_tool(
     started = time.perf_counter()
     try:
         raw = await manager().call_tool(
-            spec, tool.name, arguments, timeout=timeout or server.call_timeout, progress=progress
+            spec,
+            tool.name,
+            arguments,
+            timeout=timeout or server.call_timeout,
+            progress=progress,
+            on_server_request=on_server_request,
         )
     except BridgeError as exc:
         exc = _signed_in_error(spec, server, exc)

@@ -386,7 +386,7 @@ async def _display_mode(
     mode = params.get("mode")
     current = (
         params.get("current")
-        if params.get("current") in ("inline", "fullscreen", "pip")
+        if params.get("current") in ("inline", "fullscreen", "pip", "split")
         else "inline"
     )
     declared = params.get("availableDisplayModes")

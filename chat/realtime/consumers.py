@@ -379,6 +379,12 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
         event.pop("type", None)
         await self.send_json({"type": "event", **present_event(event, self.ctx.capabilities)})
 
+    async def thread_layout(self, message: dict[str, Any]) -> None:
+        """The member changed their side pane of this thread on another socket (a tab, a
+        device): this page follows (chat.layout.services; nobody else is told)."""
+        if self.ctx is not None and message.get("thread_id") == self.ctx.thread.pk:
+            await self.send_json({"type": "layout", "layout": message["layout"]})
+
     async def view_message(self, message: dict[str, Any]) -> None:
         """A message for this connection only (e.g. a bridge response to one of its views)."""
         if self.ctx is None:
