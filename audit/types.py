@@ -13,6 +13,7 @@ that reports can group them by the hundreds digit:
 6xx   administration of app bindings and tool policies
 7xx   media persisted from tool results
 8xx   sign-in to MCP servers (OAuth grants, and the grant each call used)
+9xx   requests a server sends to a person: elicitation, sampling consent
 ====  =========================================================
 
 Numbers are stored in the database: never renumber or reuse a value; add new
@@ -45,6 +46,7 @@ class EventCategory(StrEnum):
     BINDING = "binding"
     MEDIA = "media"
     AUTH = "auth"
+    SERVER_REQUEST = "server_request"
 
 
 _CATEGORY_BY_HUNDREDS: dict[int, EventCategory] = {
@@ -56,6 +58,7 @@ _CATEGORY_BY_HUNDREDS: dict[int, EventCategory] = {
     6: EventCategory.BINDING,
     7: EventCategory.MEDIA,
     8: EventCategory.AUTH,
+    9: EventCategory.SERVER_REQUEST,
 }
 
 
@@ -95,6 +98,12 @@ class AuditEventType(IntEnum):
     SANDBOX_PAGE_REFUSED = 230
     SERVERS_IMPORTED = 240
     SERVER_IMPORT_REFUSED = 241
+    # Issue 25 part 4: prompts, resources, logging (docs/mcp-client.md).
+    SERVER_LOG_LEVEL_SET = 250
+    PROMPT_USED = 251
+    RESOURCE_ATTACHED = 252
+    PROMPT_REFUSED = 253
+    RESOURCE_ATTACH_REFUSED = 254
 
     # 3xx — tool actions
     TOOL_CALL_MODEL = 300
@@ -106,6 +115,12 @@ class AuditEventType(IntEnum):
     TOOL_CALL_INPUT_STARTED = 320
     TOOL_CALL_CANCELLED = 321
     TURN_CANCELLED = 322
+    # 330-339 — tool calls run as MCP tasks (chat.calls.tasks; docs/mcp-client.md)
+    TASK_CREATED = 330
+    TASK_STATUS_CHANGED = 331  # only when the status changes, never per poll
+    TASK_CANCEL_SENT = 332
+    TASK_EXPIRED = 333  # the server forgot the task (ttl, restart) before its result
+    TASK_REFUSED = 334  # a task-only tool on a server that does not declare tasks
 
     # 4xx — view actions
     RESOURCE_READ = 400
@@ -154,6 +169,13 @@ class AuditEventType(IntEnum):
     MEDIA_STAGED = 700
     MEDIA_READY = 701
     MEDIA_REJECTED = 702
+    # 703-719 — files members attach (chat.media.attachments)
+    ATTACHMENT_UPLOADED = 703  # a member's upload reached staging
+    ATTACHMENT_REFUSED = 704  # an upload refused (limit, type, name, viewer, cut off)
+    ATTACHMENT_DELETED = 705  # a file deleted (its message deleted, or by an admin)
+    ATTACHMENT_EXPIRED = 706  # a file deleted by the workspace's retention
+    ATTACHMENT_LIMITS_CHANGED = 707  # a workspace's file limits or retention changed
+    ATTACHMENT_LINK_ISSUED = 708  # a short-lived single-file link was minted
 
     # 8xx — sign-in to MCP servers (OAuth)
     OAUTH_CONNECTED = 800
@@ -163,6 +185,23 @@ class AuditEventType(IntEnum):
     OAUTH_CALLBACK_REJECTED = 804
     OAUTH_CALL_AUTHORIZED = 810
     OAUTH_AUTHORIZATION_REQUIRED = 811
+    # 812-829 — every way to sign in (issue 25 part 5; docs/mcp-client.md "Signing in")
+    OAUTH_SCOPE_STEP_UP = 812  # a 403 insufficient_scope: the grant is kept, more is asked
+    OAUTH_MACHINE_TOKEN_FAILED = 813  # client credentials refused (machine-to-machine)
+    OAUTH_CALL_WITHOUT_GRANT = 814  # a call on an OAuth server nobody signed in to yet
+
+    # 900-919 — server requests to a person (chat.server_requests)
+    SERVER_REQUEST_OPENED = 900
+    SERVER_REQUEST_ANSWERED = 901
+    SERVER_REQUEST_EXPIRED = 902
+    SERVER_REQUEST_REFUSED = 903
+    SERVER_REQUEST_COMPLETED = 904
+    SAMPLING_ALLOWANCE_CREATED = 905
+
+    # 920-929 — sampling runs on the workspace's model (chat.server_requests.sampling)
+    SAMPLING_RAN = 920  # a server's sampling request ran on the model (token counts in extra)
+    SAMPLING_FAILED = 921  # it could not run: no model, provider error, malformed or too large
+    MODEL_MISSING_NOTED = 922  # a thread was told once that the workspace has no model
 
     @property
     def label(self) -> str:
@@ -209,6 +248,11 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.SANDBOX_PAGE_REFUSED: "Sandbox page refused on another server's origin",
     AuditEventType.SERVERS_IMPORTED: "MCP servers imported from a file",
     AuditEventType.SERVER_IMPORT_REFUSED: "MCP server entry refused by an import",
+    AuditEventType.SERVER_LOG_LEVEL_SET: "Server log level set",
+    AuditEventType.PROMPT_USED: "Server prompt posted into a thread",
+    AuditEventType.RESOURCE_ATTACHED: "Server resource attached to a message",
+    AuditEventType.PROMPT_REFUSED: "Server prompt refused",
+    AuditEventType.RESOURCE_ATTACH_REFUSED: "Attaching a server resource refused",
     AuditEventType.TOOL_CALL_MODEL: "Tool call by the model",
     AuditEventType.TOOL_CALL_USER: "Tool call by a user",
     AuditEventType.TOOL_CALL_APP: "Tool call by an app view",
@@ -218,6 +262,11 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.TOOL_CALL_INPUT_STARTED: "Tool call started streaming its arguments",
     AuditEventType.TOOL_CALL_CANCELLED: "Tool call cancelled",
     AuditEventType.TURN_CANCELLED: "Model turn cancelled",
+    AuditEventType.TASK_CREATED: "Tool call started as a server task",
+    AuditEventType.TASK_STATUS_CHANGED: "Server task status changed",
+    AuditEventType.TASK_CANCEL_SENT: "Server task cancel sent",
+    AuditEventType.TASK_EXPIRED: "Server task expired before its result",
+    AuditEventType.TASK_REFUSED: "Task-only tool refused (server declares no tasks)",
     AuditEventType.RESOURCE_READ: "Resource read by an app view",
     AuditEventType.UI_MESSAGE: "Message posted by an app view",
     AuditEventType.UI_UPDATE_MODEL_CONTEXT: "Model context updated by an app view",
@@ -255,6 +304,12 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.MEDIA_STAGED: "Media staged",
     AuditEventType.MEDIA_READY: "Media stored",
     AuditEventType.MEDIA_REJECTED: "Media rejected",
+    AuditEventType.ATTACHMENT_UPLOADED: "File attached",
+    AuditEventType.ATTACHMENT_REFUSED: "File upload refused",
+    AuditEventType.ATTACHMENT_DELETED: "File deleted",
+    AuditEventType.ATTACHMENT_EXPIRED: "File expired (retention)",
+    AuditEventType.ATTACHMENT_LIMITS_CHANGED: "File limits changed",
+    AuditEventType.ATTACHMENT_LINK_ISSUED: "File link issued",
     AuditEventType.OAUTH_CONNECTED: "Server sign-in connected",
     AuditEventType.OAUTH_DISCONNECTED: "Server sign-in disconnected",
     AuditEventType.OAUTH_REFRESH_FAILED: "Server sign-in refresh failed",
@@ -262,6 +317,18 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.OAUTH_CALLBACK_REJECTED: "Sign-in callback rejected",
     AuditEventType.OAUTH_CALL_AUTHORIZED: "Tool call signed in",
     AuditEventType.OAUTH_AUTHORIZATION_REQUIRED: "Tool call needs sign-in",
+    AuditEventType.OAUTH_SCOPE_STEP_UP: "Server asked for a larger sign-in scope",
+    AuditEventType.OAUTH_MACHINE_TOKEN_FAILED: "Machine-to-machine sign-in failed",
+    AuditEventType.OAUTH_CALL_WITHOUT_GRANT: "Tool call made without sign-in",
+    AuditEventType.SERVER_REQUEST_OPENED: "Server asked a person (elicitation or sampling)",
+    AuditEventType.SERVER_REQUEST_ANSWERED: "Server request answered",
+    AuditEventType.SERVER_REQUEST_EXPIRED: "Server request expired",
+    AuditEventType.SERVER_REQUEST_REFUSED: "Server request refused",
+    AuditEventType.SERVER_REQUEST_COMPLETED: "Server request completed (web page finished)",
+    AuditEventType.SAMPLING_ALLOWANCE_CREATED: "Sampling allowed in a thread",
+    AuditEventType.SAMPLING_RAN: "Sampling request ran on the workspace's model",
+    AuditEventType.SAMPLING_FAILED: "Sampling request failed",
+    AuditEventType.MODEL_MISSING_NOTED: "Thread told the workspace has no model",
 }
 
 

@@ -400,3 +400,6 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             if expired
             else "No pending request is overdue.",
         )
+
+# Files members attach: their list per workspace and each workspace's limits (issue 26).
+from .media import admin as media_admin  # noqa: E402, F401

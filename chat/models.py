@@ -13,6 +13,8 @@ from mcp_bridge.sealed_fields import SealedTextField
 # Django registers the models of a module it has imported; it imports chat.models only.
 from .layout import models as layout_models  # noqa: F401
 from .media import models as media_models  # noqa: F401
+from .server_context import models as server_context_models  # noqa: F401
+from .server_requests import models as server_request_models  # noqa: F401
 
 
 class Role(models.TextChoices):
@@ -270,6 +272,16 @@ class ToolCall(models.Model):
     # running call whose process died is failed by the beat sweep.
     runner = models.CharField(max_length=120, blank=True, default="")
     runner_seen_at = models.DateTimeField(null=True, blank=True)
+    # A call run as an MCP task (chat.calls.tasks): empty task_status for every other call;
+    # "submitted" until the server answered with its task, then the server's status.
+    task_id = models.CharField(max_length=255, blank=True, default="")
+    task_status = models.CharField(max_length=20, blank=True, default="")
+    task_status_message = models.CharField(max_length=500, blank=True, default="")
+    task_poll_interval_ms = models.PositiveIntegerField(null=True, blank=True)
+    task_ttl_ms = models.PositiveBigIntegerField(null=True, blank=True)
+    # The worker polling it says so here on every poll; the beat sweep re-queues a task
+    # whose poller went quiet (chat.tasks.requeue_tool_call_tasks).
+    task_polled_at = models.DateTimeField(null=True, blank=True)
 
     objects = ToolCallQuerySet.as_manager()
 

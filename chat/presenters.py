@@ -15,7 +15,9 @@ from bindings.services.approvals import approval_offers
 from mcp_bridge.normalize import text_fallback
 
 from .markdown import render_markdown
+from .media.presenters import message_attachments
 from .models import Message, MessageStatus, ToolCall
+from .server_context.presenters import message_resources
 
 INTERACTIVE_UI = "interactiveToolUi"
 
@@ -40,6 +42,8 @@ def serialize_message(message: Message) -> dict[str, Any]:
         "status": message.status,
         "viaToolCall": message.via_tool_call_id,
         "createdAt": message.created_at.isoformat(),
+        "resources": message_resources(message),  # attached server resources (issue 25)
+        "attachments": message_attachments(message),  # attached files (issue 26)
     }
 
 
@@ -83,6 +87,20 @@ def serialize_tool_call(call: ToolCall, *, approval: Any = _UNREAD) -> dict[str,
         "createdAt": call.created_at.isoformat(),
         "finishedAt": call.finished_at.isoformat() if call.finished_at else None,
         "latencyMs": call.latency_ms,
+        "task": _task_payload(call),
+    }
+
+
+def _task_payload(call: ToolCall) -> dict[str, Any] | None:
+    """A call run as an MCP task (chat.calls.mcp_tasks): its server-side status."""
+    if not call.task_status:
+        return None
+    return {
+        "id": call.task_id or None,
+        "status": call.task_status,
+        "statusMessage": call.task_status_message,
+        "pollIntervalMs": call.task_poll_interval_ms,
+        "ttlMs": call.task_ttl_ms,
     }
 
 

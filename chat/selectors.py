@@ -17,6 +17,7 @@ from lean_rows import Above, RowExists, select_rows
 
 from .models import Membership, Message, Thread, ToolCall, Workspace
 from .presenters import serialize_allowance, serialize_message, serialize_tool_call
+from .server_requests.selectors import thread_server_requests
 
 
 def membership_for(*, user: Any, workspace_id: int) -> Membership | None:
@@ -103,7 +104,13 @@ def thread_allowances(*, thread: Thread) -> list[dict[str, Any]]:
 
 def thread_snapshot(*, thread: Thread) -> dict[str, Any]:
     """Everything a client needs to render the thread now, in the live payload shapes."""
-    messages = list(Message.objects.filter(thread=thread).select_related("author").order_by("id"))
+    messages = list(
+        Message.objects.filter(thread=thread)
+        .select_related("author")
+        .prefetch_related("server_resources__server")  # attachments (chat.server_context)
+        .prefetch_related("attachments")  # attached files (chat.media)
+        .order_by("id")
+    )
     calls = list(tool_calls_queryset().filter(thread=thread).order_by("id"))
     return {
         "threadId": thread.pk,
@@ -111,6 +118,7 @@ def thread_snapshot(*, thread: Thread) -> dict[str, Any]:
         "messages": [serialize_message(m) for m in messages],
         "toolCalls": [serialize_tool_call(c) for c in calls],
         "allowances": thread_allowances(thread=thread),
+        "serverRequests": thread_server_requests(thread_id=thread.pk),  # cards survive a reload
     }
 
 

@@ -103,7 +103,7 @@ def thread_detail(request: HttpRequest, slug: str, thread_id: int) -> HttpRespon
             "snapshot": snapshot,
             "snapshot_script": json_script(snapshot, "thread-snapshot"),
             "layout": layout,
-            "layout_script": json_script(layout, "thread-layout"),
+            "layout_script": json_script(layout, "thread-layout-data"),
         },
     )
 

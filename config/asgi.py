@@ -13,6 +13,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from chat.media.uploads import UploadBodyApp  # noqa: E402
 from chat.realtime.guard import WebsocketGuard  # noqa: E402
 from chat.realtime.routing import websocket_urlpatterns  # noqa: E402
 from chat.sandbox_hosts import is_sandbox_host  # noqa: E402
@@ -33,7 +34,8 @@ class AppHostStatic:
 
 application = ProtocolTypeRouter(
     {
-        "http": AppHostStatic(django_asgi_app),
+        # Upload bodies stream to staging before Django would buffer them (issue 26).
+        "http": UploadBodyApp(AppHostStatic(django_asgi_app)),
         "websocket": WebsocketGuard(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -14,20 +14,25 @@
 
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 
 from . import gateway
 from .errors import BridgeError
-from .models import AuthMode, McpServer, OAuthGrant, Tool, UiResource
+from .models import LOG_LEVELS, AuthMode, McpServer, OAuthGrant, ServerLogEntry, Tool, UiResource
 from .services.catalogue import catalogue_apply
 from .services.oauth_grants import grant_disconnect
+from .services.server_log import server_log_level_set
 from .services.servers import (
     env_reference_problem,
     server_change_refused,
@@ -51,6 +56,39 @@ class McpServerForm(forms.ModelForm):
         widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
         help_text="Header: value per line (hidden once saved; leave empty to keep).",
     )
+    # A client registered with the server's authorization server ahead of time (sealed,
+    # never shown back; docs/mcp-client.md "Signing in"). Empty: keep what is stored.
+    oauth_client_id = forms.CharField(
+        label="OAuth client id",
+        required=False,
+        widget=forms.TextInput(attrs={"autocomplete": "off"}),
+        help_text="A pre-registered client (OAuth modes) or the machine's client "
+        "(client credentials). Hidden once saved; leave empty to keep.",
+    )
+    oauth_client_secret = forms.CharField(
+        label="OAuth client secret",
+        required=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}, render_value=False),
+        help_text="Hidden once saved; leave empty to keep.",
+    )
+    oauth_private_key = forms.CharField(
+        label="OAuth private key (PEM)",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}),
+        help_text="Client credentials with a private-key JWT instead of a secret. Hidden "
+        "once saved; leave empty to keep.",
+    )
+    oauth_signing_algorithm = forms.ChoiceField(
+        label="JWT signing algorithm",
+        required=False,
+        choices=[("", "RS256 (default)")]
+        + [(a, a) for a in ("RS256", "RS384", "RS512", "ES256", "ES384", "PS256")],
+    )
+    oauth_client_forget = forms.BooleanField(
+        label="Forget the stored OAuth client",
+        required=False,
+        help_text="Back to client ID metadata documents or dynamic registration.",
+    )
 
     class Meta:
         model = McpServer
@@ -65,6 +103,9 @@ class McpServerForm(forms.ModelForm):
             "url",
             "headers",
             "auth_mode",
+            "oauth_token_auth",
+            "oauth_scope",
+            "oauth_issuer",
             "enabled",
             "call_timeout",
             "connect_timeout",
@@ -80,6 +121,10 @@ class McpServerForm(forms.ModelForm):
             self.initial[name] = ""
             if stored:
                 self.fields[name].help_text += f" Stored: {', '.join(sorted(stored))}."
+        client = getattr(self.instance, "oauth_client", None) or {}
+        for part, field in OAUTH_CLIENT_PARTS.items():
+            if client.get(part) and field in self.fields:
+                self.fields[field].help_text += " (One is stored.)"
 
     @staticmethod
     def _parse(raw: str, sep: str) -> dict[str, str]:
@@ -110,16 +155,67 @@ class McpServerForm(forms.ModelForm):
 
     def clean(self) -> dict:
         cleaned = super().clean()
-        oauth = cleaned.get("auth_mode") in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER)
+        mode = cleaned.get("auth_mode")
+        oauth = mode in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER, AuthMode.OAUTH_MACHINE)
         if oauth and cleaned.get("transport") == "stdio":
             self.add_error("auth_mode", "OAuth sign-in needs an HTTP server (a URL), not stdio.")
+        if "oauth_client_id" not in self.fields:
+            return cleaned  # not a superuser: the client is neither shown nor changed
+        client = (
+            {} if cleaned.get("oauth_client_forget") else dict(self.instance.oauth_client or {})
+        )
+        for part, field in OAUTH_CLIENT_PARTS.items():
+            value = str(cleaned.get(field) or "").strip()
+            if value:
+                client[part] = value
+        if client and not client.get("client_id"):
+            self.add_error("oauth_client_id", "A client secret or key needs its client id.")
+        if mode == AuthMode.OAUTH_MACHINE and not (
+            client.get("client_id") and (client.get("client_secret") or client.get("private_key"))
+        ):
+            self.add_error(
+                "oauth_client_id",
+                "Client credentials need a client id and a client secret or a private key.",
+            )
+        self.instance.oauth_client = client
         return cleaned
+
+    @property
+    def oauth_client_changed(self) -> bool:
+        return any(
+            f in self.changed_data for f in (*OAUTH_CLIENT_PARTS.values(), "oauth_client_forget")
+        )
+
+
+# The stored parts of a pre-registered OAuth client and the form fields that set them.
+OAUTH_CLIENT_PARTS = {
+    "client_id": "oauth_client_id",
+    "client_secret": "oauth_client_secret",
+    "private_key": "oauth_private_key",
+    "signing_algorithm": "oauth_signing_algorithm",
+}
 
 
 # What a server executes or where it connects (and with which secrets): superusers only
 # (DESIGN §8.11). Other staff with the change permission may enable/disable a server and
 # tune its timeouts; the connection fields are not even shown to them (they hold secrets).
-CONNECTION_FIELDS = ("transport", "command", "args", "env", "cwd", "url", "headers")
+CONNECTION_FIELDS = (
+    "transport",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "oauth_token_auth",
+    "oauth_scope",
+    "oauth_issuer",
+    "oauth_client_id",
+    "oauth_client_secret",
+    "oauth_private_key",
+    "oauth_signing_algorithm",
+    "oauth_client_forget",
+)
 
 
 def _is_superuser(request: HttpRequest) -> bool:
@@ -230,6 +326,8 @@ class McpServerAdmin(admin.ModelAdmin):
     def sign_in(self, obj: McpServer) -> str:
         """Who is connected, and (shared mode) the button that connects for everyone.
         The button posts the change form's CSRF token to the connect view (formaction)."""
+        if obj.pk is not None and obj.auth_mode == AuthMode.OAUTH_MACHINE:
+            return "Client credentials: Atrium signs in with the server's own client."
         if obj.pk is None or obj.auth_mode not in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER):
             return "No OAuth sign-in (set the auth mode to an OAuth mode and save)."
         grants = obj.oauth_grants.count()
@@ -312,6 +410,11 @@ class McpServerAdmin(admin.ModelAdmin):
         if not _is_superuser(request) and not change:
             raise PermissionDenied("Only superusers add servers.")  # add_view audits it
         secrets = [name for name in ("env", "headers") if name in form.changed_data]
+        secrets += [
+            n for n in ("oauth_token_auth", "oauth_scope", "oauth_issuer") if n in form.changed_data
+        ]
+        if getattr(form, "oauth_client_changed", False):
+            secrets.append("oauth_client")  # its name only, never a value
         server_save(server=obj, actor=request.user, actor_label="admin", secrets_changed=secrets)
 
     def delete_model(self, request: HttpRequest, obj: McpServer) -> None:
@@ -454,3 +557,84 @@ class OAuthGrantAdmin(admin.ModelAdmin):
         for grant in grants:
             grant_disconnect(grant=grant, actor=request.user, reason="admin")
         self.message_user(request, f"Disconnected {len(grants)} grant(s).", messages.SUCCESS)
+
+
+# ---- the per-server log (issue 25: MCP logging; docs/mcp-client.md) ----------------------
+
+
+class ServerLogLevelForm(forms.Form):
+    server = forms.ModelChoiceField(queryset=McpServer.objects.order_by("name"))
+    level = forms.ChoiceField(
+        choices=[("", "the server's default")] + [(v, v) for v in LOG_LEVELS],
+        required=False,
+        help_text="The lowest level the server is asked to send. It applies from the "
+        "server's next request (a new connection asks for it).",
+    )
+
+
+@admin.register(ServerLogEntry)
+class ServerLogEntryAdmin(admin.ModelAdmin):
+    """What servers logged (`notifications/message`): read-only, newest first, bounded per
+    server. *Set log level* changes what a server is asked to send (audited)."""
+
+    list_display = ["received_at", "server", "level", "logger", "short_data"]
+    list_filter = ["server", "level"]
+    list_select_related = ["server"]
+    search_fields = ["logger", "data"]
+    ordering = ["-id"]
+    fields = ["server", "level", "logger", "data", "received_at"]
+    readonly_fields = fields
+    change_list_template = "admin/mcp_bridge/serverlogentry/change_list.html"
+
+    @admin.display(description="data")
+    def short_data(self, obj: ServerLogEntry) -> str:
+        text = obj.data if isinstance(obj.data, str) else json.dumps(obj.data, default=str)
+        return text if len(text) <= 160 else text[:159] + "…"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def get_urls(self):
+        urls = super().get_urls()
+        own = [
+            path(
+                "level/",
+                self.admin_site.admin_view(self.set_level_view),
+                name="mcp_bridge_serverlogentry_level",
+            )
+        ]
+        return own + urls
+
+    def set_level_view(self, request: HttpRequest) -> HttpResponse:
+        # What a server is asked to send is its configuration: superusers only (§8.11).
+        if not _is_superuser(request):
+            raise PermissionDenied
+        form = ServerLogLevelForm(request.POST or None, initial=request.GET or None)
+        if request.method == "POST" and form.is_valid():
+            server = form.cleaned_data["server"]
+            level = form.cleaned_data["level"] or ""
+            changed = server_log_level_set(server=server, level=level, actor=request.user)
+            shown = level or "the server's default"
+            self.message_user(
+                request,
+                f"{server.name}: log level set to {shown}."
+                if changed
+                else f"{server.name}: log level was already {shown}.",
+                messages.SUCCESS,
+            )
+            return redirect("admin:mcp_bridge_serverlogentry_changelist")
+        levels = McpServer.objects.order_by("name").values_list("name", "log_level")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Set a server's log level",
+            "form": form,
+            "levels": [(name, level or "default") for name, level in levels],
+            "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/mcp_bridge/serverlogentry/set_level.html", context)

@@ -15,7 +15,13 @@ from typing import Any
 
 import httpx2
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, INVALID_REQUEST, REQUEST_TIMEOUT
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    REQUEST_TIMEOUT,
+    URL_ELICITATION_REQUIRED,
+)
 
 from mcp_bridge.errors import (
     BridgeError,
@@ -27,6 +33,7 @@ from mcp_bridge.errors import (
     ToolNotFound,
     ToolReturnedError,
     ToolTimeout,
+    UrlElicitationRequired,
 )
 from mcp_bridge.server_spec import ServerSpec
 
@@ -151,6 +158,8 @@ def protocol_error(
             return ToolNotFound(tool, server=spec.label)
         if exc.code == INVALID_PARAMS:
             return InvalidArguments([message], tool=tool)
+        if exc.code == URL_ELICITATION_REQUIRED and isinstance(exc.data, dict):
+            return UrlElicitationRequired(tool, elicitations=exc.data.get("elicitations"))
         return ToolReturnedError(tool, detail=message)
     if exc.code == REQUEST_TIMEOUT:
         reason = f"no answer to {request} within {timeout:g} s"

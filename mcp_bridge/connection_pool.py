@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 import anyio
 import mcp_types as types
@@ -344,6 +344,7 @@ class ConnectionPool:
                     link.client = client
                     link.last_used = time.monotonic()  # the idle clock starts now
                     server.connected_at = server.last_seen = utcnow()
+                    await self._set_log_level(link, client)  # before the first request
                     self._set_state(server, "connected")
                     link.settled.set()
                     async with anyio.create_task_group() as tg:
@@ -423,7 +424,20 @@ class ConnectionPool:
                 partial(self._on_sampling, link) if "sampling" in self.inbound_kinds else None
             ),
             sampling_capabilities=self.sampling_capability,
+            log_level=cast(types.LoggingLevel, spec.log_level) if spec.log_level else None,
         )
+
+    async def _set_log_level(self, link: Link, client: Client) -> None:
+        """`logging/setLevel` on a handshake-era connection whose server declares logging
+        (2026-era requests carry the level as their opt-in: ``log_level`` above)."""
+        level = link.server.spec.log_level
+        if (
+            level
+            and client.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            and client.server_capabilities.logging is not None
+        ):
+            with contextlib.suppress(Exception):
+                await client.set_logging_level(cast(types.LoggingLevel, level))
 
     async def _inbound(self, link: Link, kind: InboundKind, params: Any) -> dict[str, Any]:
         """Route a server's request to the handler of the call it belongs to."""

@@ -36,6 +36,7 @@ import logging
 import os
 import tempfile
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast
@@ -72,7 +73,12 @@ from mcp_bridge.errors import BridgeError, Cancelled, ServerUnavailable, ToolNot
 from mcp_bridge.server_requests import InboundRequestHandler
 from mcp_bridge.server_spec import ServerSpec
 
-__all__ = ["ConnectionManager", "ProgressCallback"]
+__all__ = [
+    "ConnectionManager",
+    "ProgressCallback",
+    "TaskNotFound",
+    "TaskUnsupported",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +141,10 @@ class ConnectionManager:
             on_notification=on_notification,
             inbound_kinds=inbound_kinds,
             sampling_capability=sampling_capability,
+        )
+        # Each connection's tools' execution.taskSupport (``tool_task_support``).
+        self._task_modes: weakref.WeakKeyDictionary[Link, dict[str, str]] = (
+            weakref.WeakKeyDictionary()
         )
 
     async def __aenter__(self) -> Self:
@@ -346,6 +356,129 @@ class ConnectionManager:
 
         return await self._run(spec, Request("connect"), op)
 
+    # ---- tasks (MCP 2025-11-25: task-augmented tools/call) ---------------------------
+    #
+    # The SDK has the types but no client methods for tasks (its method tables leave
+    # tasks/* out, and it validates a tools/call answer as a CallToolResult), so these send
+    # the requests raw on the connection's session and validate the answers here.
+
+    async def tool_task_support(self, spec: ServerSpec, name: str) -> tuple[bool, str]:
+        """``(server declares tasks.requests.tools.call, the tool's execution.taskSupport)``;
+        taskSupport is ``"forbidden"`` when absent. The listing is read once per connection
+        (again after ``notifications/tools/list_changed``)."""
+
+        async def op(link: Link, client: Client) -> tuple[bool, str]:
+            modes = self._task_modes.get(link)
+            if modes is None or not link.tools_listed:
+                tools = await self._walk_tools(client)
+                link.tools_listed = True
+                modes = {
+                    str(tool.get("name")): str(
+                        (tool.get("execution") or {}).get("taskSupport") or "forbidden"
+                    )
+                    for tool in tools
+                }
+                self._task_modes[link] = modes
+            return _declares_tool_tasks(client), modes.get(name, "forbidden")
+
+        return await self._run(spec, Request("tools/list"), op)
+
+    async def call_tool_as_task(
+        self,
+        spec: ServerSpec,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        ttl_ms: int | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """``tools/call`` with ``params.task``: returns the ``CreateTaskResult``'s ``task`` as
+        wire JSON (``taskId``, ``status``, ``statusMessage``, ``ttl``, ``pollInterval`` …).
+
+        A server that answered with the tool's result at once (it may, for a tool whose
+        taskSupport is ``optional``) gives ``{"taskId": "", "status": "completed",
+        "result": <CallToolResult>}``. Raises ``TaskUnsupported`` when the server does not
+        declare ``tasks.requests.tools.call`` (nothing is sent), and the errors of
+        ``call_tool``."""
+        budget = spec.call_timeout if timeout is None else timeout
+        params: dict[str, Any] = {
+            "name": name,
+            "arguments": dict(arguments or {}),
+            "task": {"ttl": int(ttl_ms)} if ttl_ms is not None else {},
+        }
+        request = Request("tools/call", name, idempotent=False)
+
+        async def op(link: Link, client: Client) -> dict[str, Any]:
+            await self._ensure_tool_listing(link, client)
+            if not _declares_tool_tasks(client):
+                raise TaskUnsupported(name, server=spec.label)
+            return await _send_raw(client, "tools/call", params, timeout=budget)
+
+        raw = await self._run(spec, request, op, timeout=budget)
+        if "task" not in raw:
+            result = _dump(types.CallToolResult.model_validate(raw, by_name=False))
+            if reports_unknown_tool(result, name):
+                raise ToolNotFound(name, server=spec.label)
+            return {"taskId": "", "status": "completed", "result": result}
+        created = types.CreateTaskResult.model_validate(raw, by_name=False)
+        return _dump(created.task)
+
+    async def task_get(
+        self, spec: ServerSpec, task_id: str, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """``tasks/get``: the task's state as wire JSON. ``TaskNotFound`` when the server
+        no longer knows it (expired, or the server restarted)."""
+        raw = await self._task_request(spec, "tasks/get", task_id, timeout=timeout)
+        return _dump(types.GetTaskResult.model_validate(raw, by_name=False))
+
+    async def task_result(
+        self,
+        spec: ServerSpec,
+        task_id: str,
+        *,
+        timeout: float | None = None,
+        on_server_request: InboundRequestHandler | None = None,
+    ) -> dict[str, Any]:
+        """``tasks/result``: the final ``CallToolResult`` as wire JSON. The server holds the
+        request until the task ends; requests it sends meanwhile (the elicitation of an
+        ``input_required`` task) go to ``on_server_request``."""
+        raw = await self._task_request(
+            spec, "tasks/result", task_id, timeout=timeout, on_server_request=on_server_request
+        )
+        return _dump(types.CallToolResult.model_validate(raw, by_name=False))
+
+    async def task_cancel(
+        self, spec: ServerSpec, task_id: str, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """``tasks/cancel``: the task's state after the cancel, as wire JSON."""
+        raw = await self._task_request(spec, "tasks/cancel", task_id, timeout=timeout)
+        return _dump(types.CancelTaskResult.model_validate(raw, by_name=False))
+
+    async def _task_request(
+        self,
+        spec: ServerSpec,
+        method: str,
+        task_id: str,
+        *,
+        timeout: float | None = None,
+        on_server_request: InboundRequestHandler | None = None,
+    ) -> dict[str, Any]:
+        budget = spec.call_timeout if timeout is None else timeout
+        # A read (tasks/get, tasks/result) may be resent on a fresh connection; a cancel
+        # is harmless to repeat too (a finished task just says so).
+        request = Request(method, task_id, idempotent=True)
+
+        async def op(link: Link, client: Client) -> dict[str, Any]:
+            try:
+                with link.routes.route(on_server_request):
+                    return await _send_raw(client, method, {"taskId": task_id}, timeout=budget)
+            except MCPError as exc:
+                if exc.code != CONNECTION_CLOSED and _names_missing_task(exc):
+                    raise TaskNotFound(task_id, server=spec.label, detail=exc.message) from exc
+                raise
+
+        return await self._run(spec, request, op, timeout=budget)
+
     def health(self, spec: ServerSpec | str) -> HealthInfo:
         return self._pool.health(spec if isinstance(spec, str) else spec.key)
 
@@ -552,3 +685,59 @@ async def _unless_set(work: Coroutine[Any, Any, _T], cancel_event: asyncio.Event
     if task.cancelled():
         raise Cancelled(reason="cancelled by the caller")
     return task.result()
+
+
+class TaskUnsupported(BridgeError):
+    """A call as a task on a server that does not declare ``tasks.requests.tools.call``."""
+
+    code = "task_unsupported"
+
+    def __init__(self, tool: str, *, server: str) -> None:
+        super().__init__(
+            f"The tool '{tool}' runs only as a task, and the server '{server}' does not "
+            "declare task support.",
+            details={"tool": tool, "server": server},
+        )
+
+
+class TaskNotFound(BridgeError):
+    """The server no longer knows a task (its ttl passed, or the server restarted)."""
+
+    code = "task_not_found"
+
+    def __init__(self, task_id: str, *, server: str, detail: str | None = None) -> None:
+        super().__init__(
+            f"The tool server '{server}' no longer has this task (it expired or the server "
+            "restarted); its result is lost.",
+            details={"taskId": task_id, "server": server, "detail": (detail or "")[:300]},
+        )
+
+
+def _declares_tool_tasks(client: Client) -> bool:
+    """Whether the server declared ``capabilities.tasks.requests.tools.call``."""
+    capabilities = client.server_capabilities
+    tasks = capabilities.tasks if capabilities is not None else None
+    requests = tasks.requests if tasks is not None else None
+    tools = requests.tools if requests is not None else None
+    return tools is not None and tools.call is not None
+
+
+def _names_missing_task(exc: MCPError) -> bool:
+    message = (exc.message or "").lower()
+    return exc.code == types.INVALID_PARAMS or ("task" in message and "not found" in message)
+
+
+async def _send_raw(
+    client: Client, method: str, params: dict[str, Any], *, timeout: float
+) -> dict[str, Any]:
+    """Send a request the SDK has no method for, stamped like its own (protocol version
+    headers); the answer is the raw result dict, validated by the caller. The SDK itself
+    reaches its dispatcher this way (``mcp.client.subscriptions``)."""
+    session = client.session
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: Any = {"timeout": timeout}
+    session._stamp(data, opts)  # noqa: SLF001 — see the docstring
+    raw = await session._dispatcher.send_raw_request(  # noqa: SLF001
+        method, data.get("params"), opts
+    )
+    return dict(raw)

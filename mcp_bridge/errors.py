@@ -188,6 +188,18 @@ class ToolReturnedError(BridgeError):
         super().__init__(message, details={"tool": tool, "detail": detail})
 
 
+class UrlElicitationRequired(BridgeError):
+    """The server answered a call with ``URLElicitationRequired`` (-32042): the person must
+    finish something on a web page (``details["elicitations"]``: the URL requests) first."""
+
+    code = "url_elicitation_required"
+    jsonrpc_code = -32042
+    default_message = "The tool server needs you to finish something on a web page first."
+
+    def __init__(self, tool: str | None = None, *, elicitations: list[Any] | None = None) -> None:
+        super().__init__(details={"tool": tool, "elicitations": list(elicitations or [])[:10]})
+
+
 class ResourceNotFound(BridgeError):
     code = "resource_not_found"
     jsonrpc_code = MCP_RESOURCE_NOT_FOUND
@@ -246,7 +258,13 @@ class AuthorizationRequired(BridgeError):
         reason: str | None = None,
     ) -> None:
         name = server or "the server"
-        if shared:
+        if reason == "insufficient_scope":  # a step-up: the grant stays, more is asked
+            who = "an administrator has to" if shared else "the person this call runs for can"
+            message = (
+                f"{_the('tool server', server)} needs more access for this than was granted: "
+                f"{who} connect {name} again to grant it, then run it again."
+            )
+        elif shared:
             message = (
                 f"{_the('tool server', server)} needs a sign-in: an administrator has to "
                 f"connect {name} for everyone first."

@@ -27,7 +27,7 @@ from .schema import SchemaRefused, validate_arguments, validates_inline
 from .server_requests import INBOUND_KINDS, InboundRequestHandler
 from .server_spec import ServerSpec
 from .services.catalogue import CatalogueChange, catalogue_apply
-from .services.oauth_grants import grant_for, grant_record_call
+from .services.oauth_grants import grant_call_needs_sign_in, grant_for, grant_record_call
 from .services.servers import server_record_health, spec_for
 from .services.ui_resources import ui_resource_store
 from .spooled_media import SPOOL_SUBDIR
@@ -94,13 +94,16 @@ def _grant_for(server: McpServer, user_id: int | None):
 
 async def _spec(server: McpServer, *, user_id: int | None = None) -> ServerSpec:
     """The spec to reach ``server`` on behalf of ``user_id`` (None: anyone's grant will do,
-    for listings and UI resources). ``AuthorizationRequired`` when there is no grant."""
+    for listings and UI resources). With no grant, a spec without one: a server that lists
+    its tools to anyone is read before anyone connects (sign-in on demand), and one that
+    answers 401 raises ``AuthorizationRequired`` (``_signed_in_error``)."""
+    if server.auth_mode == AuthMode.OAUTH_MACHINE:
+        return oauth.machine_spec(server)
     if server.auth_mode not in OAUTH_MODES:
         return spec_for(server)
     grant = await _grant_for(server, user_id)
     if grant is None:
-        shared = server.auth_mode == AuthMode.OAUTH_SHARED
-        raise AuthorizationRequired(server.name, slug=server.slug, shared=shared)
+        return oauth.unsigned_spec(server)
     return oauth.spec_with_grant(server, grant)
 
 
@@ -111,13 +114,23 @@ async def server_spec(server: McpServer, *, user_id: int | None = None) -> Serve
 
 
 def _signed_in_error(spec: ServerSpec, server: McpServer, exc: BridgeError) -> BridgeError:
-    """A request refused because the server no longer accepts the grant (the provider
-    forgot it) reads as what it is: a sign-in is needed."""
-    if isinstance(exc, AuthorizationRequired) or not oauth.lost_authorization(spec):
+    """A request refused for want of a sign-in reads as what it is: the server no longer
+    accepts the grant (the provider forgot it), wants more scope than it grants (a step-up:
+    the grant is kept), or answered 401 to a request made without a grant."""
+    if isinstance(exc, AuthorizationRequired):
         return exc
-    return AuthorizationRequired(
-        server.name, slug=server.slug, shared=server.auth_mode == AuthMode.OAUTH_SHARED
-    )
+    shared = server.auth_mode == AuthMode.OAUTH_SHARED
+    if oauth.step_up_scope(spec) is not None:
+        return AuthorizationRequired(
+            server.name, slug=server.slug, shared=shared, reason="insufficient_scope"
+        )
+    if oauth.lost_authorization(spec):
+        return AuthorizationRequired(server.name, slug=server.slug, shared=shared)
+    if oauth.asked_for_sign_in(spec):
+        return AuthorizationRequired(
+            server.name, slug=server.slug, shared=shared, reason="server_asked_for_sign_in"
+        )
+    return exc
 
 
 async def refresh_catalogue(server: McpServer) -> CatalogueChange:
@@ -194,10 +207,7 @@ async def call_tool(
     if not isinstance(arguments, dict):
         raise InvalidArguments(["arguments must be a JSON object"], tool=tool.name)
     await _validate(arguments, tool)
-    if server.auth_mode in OAUTH_MODES:
-        spec = await _signed_in_spec(server, tool.name, on_behalf_of)
-    else:
-        spec = spec_for(server)
+    spec = await _call_spec(server, tool.name, on_behalf_of)
     started = time.perf_counter()
     try:
         raw = await manager().call_tool(
@@ -211,6 +221,7 @@ async def call_tool(
     except BridgeError as exc:
         exc = _signed_in_error(spec, server, exc)
         if isinstance(exc, AuthorizationRequired):
+            await _call_refused(server, tool.name, on_behalf_of, exc)
             raise exc from None
         if exc.code in {"server_unavailable", "server_crashed"}:
             await _record_health(server.pk, exc.user_message)
@@ -229,18 +240,42 @@ def _call_grant(server: McpServer, tool_name: str, user_id: int | None):
         grant = None  # nobody to act for: never borrow another member's grant for a call
     else:
         grant = grant_for(server=server, user_id=user_id)
-    grant_record_call(server=server, user_id=user_id, grant=grant, tool_name=tool_name)
+    grant_record_call(
+        server=server, user_id=user_id, grant=grant, tool_name=tool_name, unsigned=grant is None
+    )
     return grant
 
 
 async def _signed_in_spec(server: McpServer, tool_name: str, user_id: int | None) -> ServerSpec:
-    """A call's spec with the grant of the person it runs for (audited either way)."""
+    """A call's spec with the grant of the person it runs for (audited either way); with
+    none, tried without one: the server may answer it (sign-in on demand), else its 401
+    raises ``AuthorizationRequired`` and the person is asked to connect."""
     grant = await _call_grant(server, tool_name, user_id)
     if grant is None:
-        raise AuthorizationRequired(
-            server.name, slug=server.slug, shared=server.auth_mode == AuthMode.OAUTH_SHARED
-        )
+        return oauth.unsigned_spec(server)
     return oauth.spec_with_grant(server, grant)
+
+
+async def _call_spec(server: McpServer, tool_name: str, user_id: int | None) -> ServerSpec:
+    """The spec of a tool call on behalf of ``user_id``, for every auth mode."""
+    if server.auth_mode in OAUTH_MODES:
+        return await _signed_in_spec(server, tool_name, user_id)
+    if server.auth_mode == AuthMode.OAUTH_MACHINE:
+        return oauth.machine_spec(server)
+    return spec_for(server)
+
+
+@database_sync_to_async
+def _call_refused(
+    server: McpServer, tool_name: str, user_id: int | None, exc: AuthorizationRequired
+) -> None:
+    """A call that ended asking for a sign-in, audited with its reason (a step-up is
+    audited where it is seen, with the scopes)."""
+    reason = exc.details.get("reason") or "grant_refused"
+    if reason != "insufficient_scope":
+        grant_call_needs_sign_in(
+            server=server, user_id=user_id, tool_name=tool_name, reason=str(reason)
+        )
 
 
 @database_sync_to_async
@@ -289,6 +324,72 @@ async def _listing_meta(spec, uri: str) -> dict[str, Any] | None:
 
 async def read_resource(server: McpServer, uri: str) -> dict[str, Any]:
     return await manager().read_resource(await _spec(server), uri)
+
+
+# ---- tool calls run as MCP tasks (chat.calls.mcp_tasks; docs/mcp-client.md) -----------
+
+
+async def tool_task_support(server: McpServer, tool: Tool) -> tuple[bool, str]:
+    """``(the server declares tasks for tools/call, the tool's execution.taskSupport)``,
+    read from the live connection's tool listing (once per connection)."""
+    spec = await _spec(server)
+    return await manager().tool_task_support(spec, tool.name)
+
+
+async def call_tool_as_task(
+    server: McpServer,
+    tool: Tool,
+    arguments: dict[str, Any],
+    *,
+    ttl_ms: int | None,
+    on_behalf_of: int | None = None,
+) -> dict[str, Any]:
+    """Validate the arguments like ``call_tool``, then ``tools/call`` as a task; returns
+    the created task as wire JSON (``ConnectionManager.call_tool_as_task``)."""
+    if not isinstance(arguments, dict):
+        raise InvalidArguments(["arguments must be a JSON object"], tool=tool.name)
+    await _validate(arguments, tool)
+    spec = await _call_spec(server, tool.name, on_behalf_of)
+    try:
+        return await manager().call_tool_as_task(
+            spec, tool.name, arguments, ttl_ms=ttl_ms, timeout=server.call_timeout
+        )
+    except BridgeError as exc:
+        raise _signed_in_error(spec, server, exc) from None
+
+
+async def _task_spec(server: McpServer, on_behalf_of: int | None) -> ServerSpec:
+    """The spec a task's follow-up requests use: the grant that created it (not audited
+    per poll: its ``tools/call`` was)."""
+    return await _spec(server, user_id=on_behalf_of)
+
+
+async def task_get(
+    server: McpServer, task_id: str, *, on_behalf_of: int | None = None
+) -> dict[str, Any]:
+    return await manager().task_get(await _task_spec(server, on_behalf_of), task_id)
+
+
+async def task_result(
+    server: McpServer,
+    task_id: str,
+    *,
+    on_behalf_of: int | None = None,
+    timeout: float | None = None,
+    on_server_request: InboundRequestHandler | None = None,
+) -> dict[str, Any]:
+    return await manager().task_result(
+        await _task_spec(server, on_behalf_of),
+        task_id,
+        timeout=timeout,
+        on_server_request=on_server_request,
+    )
+
+
+async def task_cancel(
+    server: McpServer, task_id: str, *, on_behalf_of: int | None = None
+) -> dict[str, Any]:
+    return await manager().task_cancel(await _task_spec(server, on_behalf_of), task_id)
 
 
 def blocking_bridge() -> BlockingBridge:

@@ -21,9 +21,21 @@ class AuthMode(models.TextChoices):
     HEADERS = "headers", "Static headers"
     OAUTH_SHARED = "oauth_shared", "OAuth, one shared grant"
     OAUTH_MEMBER = "oauth_member", "OAuth, each member their own"
+    OAUTH_MACHINE = "oauth_machine", "OAuth client credentials (machine to machine)"
 
 
+# Modes whose grants a person gets by signing in (Connect).
 OAUTH_MODES = (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER)
+
+
+class TokenAuthMethod(models.TextChoices):
+    """How Atrium authenticates at the token endpoint with a pre-registered client."""
+
+    AUTO = "", "Automatic (basic with a secret, none without)"
+    BASIC = "client_secret_basic", "Client secret, HTTP Basic"
+    POST = "client_secret_post", "Client secret in the request body"
+    PRIVATE_KEY_JWT = "private_key_jwt", "Private key JWT (client credentials only)"
+    NONE = "none", "None (public client)"
 
 
 class McpServer(models.Model):
@@ -56,6 +68,34 @@ class McpServer(models.Model):
     catalogue_refreshed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # The lowest level of `notifications/message` the server is asked to send ("": its own
+    # default); set through `server_log.server_log_level_set` (audited), docs/mcp-client.md.
+    log_level = models.CharField(max_length=12, blank=True, default="")
+    # Signing in (docs/mcp-client.md, "Signing in"). A client registered with the server's
+    # authorization server ahead of time, entered by a superuser: {"client_id",
+    # "client_secret", "private_key" (PEM), "signing_algorithm"}; sealed like env/headers and
+    # never shown back. Empty: client ID metadata document, else dynamic registration.
+    oauth_client = SealedJSONField(default=dict, blank=True)
+    oauth_token_auth = models.CharField(
+        "token endpoint authentication",
+        max_length=30,
+        blank=True,
+        default="",
+        choices=TokenAuthMethod.choices,
+    )
+    oauth_scope = models.CharField(
+        "OAuth scope",
+        max_length=500,
+        blank=True,
+        help_text="Scope to ask for (client credentials; empty: what the server names).",
+    )
+    oauth_issuer = models.URLField(
+        "authorization server issuer",
+        max_length=500,
+        blank=True,
+        help_text="For a pre-registered client: the only authorization server its "
+        "credentials are sent to (client credentials).",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -165,6 +205,9 @@ class OAuthGrant(models.Model):
     sealed_tokens = models.TextField()
     sealed_client = models.TextField()
     scope = models.CharField(max_length=500, blank=True)
+    # A 403 insufficient_scope asked for more than the grant has: the scope the next
+    # sign-in asks for (the union); the grant itself is kept meanwhile.
+    wanted_scope = models.CharField(max_length=500, blank=True)
     # Where to revoke the tokens on disconnect (RFC 7009), from the server's metadata.
     revocation_endpoint = models.URLField(max_length=500, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -207,3 +250,25 @@ class OAuthAuthorization(models.Model):
 
     def __str__(self) -> str:
         return f"sign-in to {self.server_id} by {self.user_id}"
+
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+class ServerLogEntry(models.Model):
+    """One `notifications/message` a server sent (MCP logging): a log line, not a state
+    change — stored without an audit row, bounded per server (``server_log.MAX_PER_SERVER``)."""
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="log_entries")
+    level = models.CharField(max_length=12, choices=[(v, v) for v in LOG_LEVELS])
+    logger = models.CharField(max_length=200, blank=True)
+    data = models.JSONField(null=True, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        verbose_name = "server log line"
+        verbose_name_plural = "server log"
+        indexes = [models.Index(fields=["server", "-id"], name="server_log_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.server_id} {self.level}"

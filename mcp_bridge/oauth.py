@@ -25,10 +25,11 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import httpx2
 from channels.layers import get_channel_layer
@@ -41,11 +42,21 @@ from mcp.client.auth import (
     OAuthRegistrationError,
     OAuthTokenError,
 )
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+from mcp.client.auth.utils import (
+    extract_field_from_www_auth,
+    is_valid_client_metadata_url,
+    union_scopes,
+)
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from .egress import EgressRefused, GuardedTransport
 from .errors import AuthorizationRequired
-from .models import AuthMode, McpServer, OAuthGrant
+from .models import OAUTH_MODES, McpServer, OAuthGrant, TokenAuthMethod
 from .sealing import unseal
 from .server_spec import ServerSpec
 from .services.oauth_grants import (
@@ -55,7 +66,9 @@ from .services.oauth_grants import (
     grant_connect,
     grant_connect_failed,
     grant_lapsed,
+    grant_scope_step_up,
     grant_tokens_refreshed,
+    machine_token_failed,
 )
 from .services.servers import spec_for
 
@@ -124,6 +137,9 @@ def callback_url() -> str:
     return settings.ATRIUM_APP_ORIGIN + CALLBACK_PATH
 
 
+CLIENT_METADATA_PATH = "/oauth/client-metadata.json"
+
+
 def client_metadata() -> OAuthClientMetadata:
     return OAuthClientMetadata(
         redirect_uris=[callback_url()],
@@ -131,6 +147,50 @@ def client_metadata() -> OAuthClientMetadata:
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
         application_type="web",
+    )
+
+
+def client_metadata_url() -> str | None:
+    """Atrium's client ID metadata document URL (its client id where an authorization server
+    supports them), or None when Atrium is not served over https (the document must be)."""
+    url = getattr(settings, "ATRIUM_OAUTH_CLIENT_METADATA_URL", "") or (
+        settings.ATRIUM_APP_ORIGIN + CLIENT_METADATA_PATH
+    )
+    return url if is_valid_client_metadata_url(url) else None
+
+
+def client_metadata_document() -> dict[str, Any] | None:
+    """The document served at :func:`client_metadata_url` (``views.client_metadata``)."""
+    url = client_metadata_url()
+    if url is None:
+        return None
+    document = client_metadata().model_dump(mode="json", exclude_none=True)
+    document.pop("scope", None)
+    return {
+        "client_id": url,
+        **document,
+        "client_uri": settings.ATRIUM_APP_ORIGIN,
+        "token_endpoint_auth_method": "none",
+    }
+
+
+def preregistered_client(server: McpServer) -> OAuthClientInformationFull | None:
+    """The client a superuser registered for ``server`` ahead of time, if any."""
+    entered = server.oauth_client or {}
+    client_id = str(entered.get("client_id") or "").strip()
+    if not client_id:
+        return None
+    secret = str(entered.get("client_secret") or "") or None
+    method = server.oauth_token_auth or ("client_secret_basic" if secret else "none")
+    if method == TokenAuthMethod.PRIVATE_KEY_JWT:
+        method = "none"  # a private key signs client-credential requests only
+    return OAuthClientInformationFull(
+        client_id=client_id,
+        client_secret=secret,
+        redirect_uris=[callback_url()],  # type: ignore[list-item]
+        token_endpoint_auth_method=method,  # type: ignore[arg-type]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
     )
 
 
@@ -159,6 +219,38 @@ class _Provider(OAuthClientProvider):
                 self._stored_expiry.timestamp() - REFRESH_MARGIN_SECONDS
             )
 
+    step_up: bool = False  # the request at hand was answered 403 insufficient_scope
+    sign_in_anyway: bool = False  # connecting: a request the server answered is no reason to stop
+    answered_without_sign_in: bool = False
+
+    async def _auth_flow(self, request: httpx2.Request):  # type: ignore[override]
+        """The SDK's flow, watched: was the request refused for want of scope (a step-up),
+        and, when connecting to a server whose plain requests are answered (only some
+        tools are protected), its answer taken as the 401 that starts a sign-in (the SDK
+        then finds how to sign in from the server's protected resource metadata)."""
+        flow = super()._auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                if outgoing is request:
+                    self.step_up = response.status_code == 403 and (
+                        extract_field_from_www_auth(response, "error") == "insufficient_scope"
+                    )
+                    if (
+                        self.sign_in_anyway
+                        and not self.answered_without_sign_in
+                        and response.status_code not in (401, 403)
+                    ):
+                        self.answered_without_sign_in = True
+                        await response.aread()
+                        response = httpx2.Response(401, request=request)
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+
     def refresh_early(self, lifetime: int | None) -> None:
         """Count fresh tokens as due a little before they expire (at most half their
         lifetime early, so a short-lived token is still used for the request at hand)."""
@@ -173,10 +265,13 @@ class _Provider(OAuthClientProvider):
 class _GrantStorage:
     """``TokenStorage`` of one stored grant (the SDK reads it once per connection)."""
 
-    def __init__(self, grant: OAuthGrant) -> None:
+    def __init__(self, grant: OAuthGrant, server: McpServer) -> None:
         self.grant_id = grant.pk
         self._tokens = unseal(grant.sealed_tokens)
         self._client = unseal(grant.sealed_client)
+        preregistered = preregistered_client(server)
+        if preregistered is not None:  # the superuser's current entry (a changed secret)
+            self._client = preregistered.model_dump(mode="json", exclude_none=True)
         self.provider: _Provider | None = None
 
     async def get_tokens(self) -> OAuthToken | None:
@@ -202,14 +297,26 @@ class _GrantStorage:
 def spec_with_grant(server: McpServer, grant: OAuthGrant) -> ServerSpec:
     """The server's connection spec signed in with ``grant`` (one connection per grant)."""
     base = spec_for(server)
-    storage = _GrantStorage(grant)
+    storage = _GrantStorage(grant, server)
     shared = grant.user_id is None
 
     async def no_interactive_sign_in(url: str) -> None:
+        if provider.step_up:
+            # More scope for this request: the grant stays (it still serves the rest), the
+            # person is asked to grant the union the SDK computed.
+            wanted = (parse_qs(urlparse(url).query).get("scope") or [""])[0]
+            _step_ups[grant.pk] = wanted
+            await _db(grant_scope_step_up)(grant_id=grant.pk, wanted_scope=wanted)
+            raise AuthorizationRequired(
+                server.name, slug=server.slug, shared=shared, reason="insufficient_scope"
+            )
         _lost_grants.add(grant.pk)
-        await _db(grant_lapsed)(
-            grant_id=grant.pk, reason="the server refused the stored grant (refresh or token)"
+        reason = (
+            "the server refused the refreshed token"
+            if grant_refreshed(provider)
+            else "the server refused the stored token and it could not be refreshed"
         )
+        await _db(grant_lapsed)(grant_id=grant.pk, reason=reason)
         raise AuthorizationRequired(server.name, slug=server.slug, shared=shared)
 
     async def no_callback() -> AuthorizationCodeResult:  # never reached: the redirect raises
@@ -238,6 +345,165 @@ _lost_grants: set[int] = set()
 def lost_authorization(spec: ServerSpec) -> bool:
     """Whether a failed request failed because the server refused the spec's grant."""
     return isinstance(spec.auth, _Provider) and spec.auth.grant_id in _lost_grants
+
+
+# Grants a server found too narrow for a request (403 insufficient_scope): the scope the
+# next sign-in asks for, read once by the caller whose request failed.
+_step_ups: dict[int, str] = {}
+
+
+def step_up_scope(spec: ServerSpec) -> str | None:
+    """The scope a failed request needs when it failed for want of scope (else None)."""
+    if not isinstance(spec.auth, _Provider) or spec.auth.grant_id is None:
+        return None
+    return _step_ups.pop(spec.auth.grant_id, None)
+
+
+def grant_refreshed(provider: _Provider) -> bool:
+    return bool(provider.context.current_tokens and provider.context.can_refresh_token())
+
+
+# ----------------------------------------------------------------------- machine to machine
+
+
+class _MachineStorage:
+    """Tokens of a machine-to-machine server, in this process only (fetched again with the
+    server's credentials whenever needed: nothing a person granted is lost)."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        return None
+
+
+_machine_storage: dict[tuple[int, str], _MachineStorage] = {}
+
+
+class _MachineFailure:
+    """Audits a refused client-credentials token request (its true reason), then lets the
+    SDK raise as it does."""
+
+    server: McpServer
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        if response.status_code not in (200, 201):
+            body = (await response.aread())[:2000]
+            try:
+                error = str(httpx2.Response(200, content=body).json().get("error") or "")
+            except ValueError:
+                error = ""
+            await _db(machine_token_failed)(
+                server=self.server,
+                reason=f"token endpoint answered {response.status_code}"
+                + (f" ({error[:80]})" if error else ""),
+            )
+        await super()._handle_token_response(response)  # type: ignore[misc]
+
+
+class _ClientSecretProvider(_MachineFailure, ClientCredentialsOAuthProvider):
+    pass
+
+
+class _PrivateKeyProvider(_MachineFailure, PrivateKeyJWTOAuthProvider):
+    pass
+
+
+def machine_spec(server: McpServer) -> ServerSpec:
+    """``server``'s spec signed in with its own client credentials (``client_credentials``
+    grant, a client secret or a private-key JWT; the SDK's providers)."""
+    base = spec_for(server)
+    entered = server.oauth_client or {}
+    client_id = str(entered.get("client_id") or "")
+    if not client_id:
+        raise AuthorizationRequired(
+            server.name, slug=server.slug, shared=True, reason="no_client_credentials"
+        )
+    _, _, config_hash = base.key.partition(":")
+    storage = _machine_storage.setdefault((server.pk, config_hash), _MachineStorage())
+    issuer = server.oauth_issuer or None
+    scope = server.oauth_scope or None
+    provider: OAuthClientProvider
+    with warnings.catch_warnings():
+        # Without an issuer the SDK warns (required in its 3.0): the server's discovery
+        # decides, inside the egress guard.
+        warnings.simplefilter("ignore")
+        if entered.get("private_key"):
+            assertion = SignedJWTParameters(
+                issuer=client_id,
+                subject=client_id,
+                signing_key=str(entered["private_key"]),
+                signing_algorithm=str(entered.get("signing_algorithm") or "RS256"),
+            ).create_assertion_provider()
+            provider = _PrivateKeyProvider(
+                server_url=server.url,
+                storage=storage,
+                client_id=client_id,
+                assertion_provider=assertion,
+                scope=scope,
+                issuer=issuer,
+            )
+        else:
+            method = server.oauth_token_auth
+            provider = _ClientSecretProvider(
+                server_url=server.url,
+                storage=storage,
+                client_id=client_id,
+                client_secret=str(entered.get("client_secret") or ""),
+                token_endpoint_auth_method="client_secret_post"
+                if method == TokenAuthMethod.POST
+                else "client_secret_basic",
+                scope=scope,
+                issuer=issuer,
+            )
+    provider.server = server  # type: ignore[attr-defined]
+    return dataclasses.replace(base, key=f"{server.slug}~m:{config_hash}", auth=provider)
+
+
+# ----------------------------------------------------------------------- no grant yet
+
+
+class _Unsigned(httpx2.Auth):
+    """Requests to an OAuth server nobody signed in to yet, sent without credentials (a
+    server may list its tools, and answer some, to anyone). A 401 is remembered: the
+    request failed for want of a sign-in (sign-in on demand)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key  # the connection's (one connection per key: its first spec's auth)
+
+    async def async_auth_flow(self, request: httpx2.Request):  # type: ignore[override]
+        response = yield request
+        if response.status_code == 401:
+            _challenged.add(self.key)
+
+
+_challenged: set[str] = set()
+
+
+def unsigned_spec(server: McpServer) -> ServerSpec:
+    """``server``'s spec without a grant (its own connection, never a grant's)."""
+    base = spec_for(server)
+    _, _, config_hash = base.key.partition(":")
+    key = f"{server.slug}~anon:{config_hash}"
+    return dataclasses.replace(base, key=key, auth=_Unsigned(key))
+
+
+def asked_for_sign_in(spec: ServerSpec) -> bool:
+    """Whether a request without a grant failed because the server answered 401 (read
+    once by the caller whose request failed)."""
+    if not isinstance(spec.auth, _Unsigned) or spec.key not in _challenged:
+        return False
+    _challenged.discard(spec.key)
+    return True
 
 
 # ----------------------------------------------------------------------- connecting
@@ -295,20 +561,18 @@ def _explain(
             "address. Atrium does not connect there unless an administrator allows that "
             "origin (ATRIUM_OAUTH_ALLOWED_PRIVATE_ORIGINS)."
         )
-    if isinstance(exc, OAuthFlowError) and "does not match" in str(exc):
-        return "wrong_resource", f"{name} offers sign-in for another resource than its URL."
-    if (
+    nothing_found = (
         context is not None
         and context.protected_resource_metadata is None
         and context.oauth_metadata is None
-        and isinstance(exc, OAuthFlowError | httpx2.HTTPError)
+    )
+    if isinstance(exc, _NoSignIn) or (
+        nothing_found and provider is not None and provider.answered_without_sign_in
     ):
-        return "no_metadata", f"{name} asks for a sign-in but does not publish how to sign in."
-    if isinstance(exc, OAuthRegistrationError):
-        return "registration_refused", f"{name} refused to register Atrium as a client."
-    if isinstance(exc, OAuthTokenError):
-        return "token_refused", f"{name} did not accept the sign-in (the code was refused)."
-    if isinstance(exc, OAuthFlowError):
+        return "no_oauth", f"{name} did not ask for a sign-in and publishes no way to sign in."
+    if isinstance(exc, OAuthFlowError) and not isinstance(
+        exc, OAuthRegistrationError | OAuthTokenError
+    ):
         text = str(exc)
         if "does not match" in text:
             return "wrong_resource", f"{name} offers sign-in for another resource than its URL."
@@ -316,9 +580,18 @@ def _explain(
             return "state_mismatch", "The sign-in answer did not match this sign-in."
         if "issuer" in text.lower():
             return "wrong_issuer", f"{name}'s authorization server names another issuer."
+        if "metadata request failed" in text:
+            return "metadata_unavailable", f"{name}'s sign-in information could not be read."
+    if nothing_found and isinstance(exc, OAuthFlowError):
+        # Neither protected resource nor authorization server metadata: the SDK's guessed
+        # default endpoints (/register, /token) failed.
+        return "no_metadata", f"{name} asks for a sign-in but does not publish how to sign in."
+    if isinstance(exc, OAuthRegistrationError):
+        return "registration_refused", f"{name} refused to register Atrium as a client."
+    if isinstance(exc, OAuthTokenError):
+        return "token_refused", f"{name} did not accept the sign-in (the code was refused)."
+    if isinstance(exc, OAuthFlowError):
         return "flow_error", f"Signing in to {name} failed."
-    if isinstance(exc, _NoSignIn):
-        return "no_oauth", f"{name} did not ask for a sign-in."
     if isinstance(exc, _Denied):
         return "denied", f"The sign-in to {name} was cancelled or denied."
     if isinstance(exc, httpx2.HTTPError | OSError):
@@ -344,15 +617,20 @@ async def start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
 
 
 async def _start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
-    if server.auth_mode not in (AuthMode.OAUTH_SHARED, AuthMode.OAUTH_MEMBER):
+    if server.auth_mode not in OAUTH_MODES:
         raise ConnectFailed(f"{server.name} does not use OAuth sign-in.")
     layer = get_channel_layer()
     listener = await layer.new_channel("oauth.")
     loop = asyncio.get_running_loop()
     authorize_url: asyncio.Future[str] = loop.create_future()
     storage = _PendingStorage(server, user, shared)
+    wanted = await _db(_step_up_of)(server=server, user=user, shared=shared, storage=storage)
 
     async def redirect_handler(url: str) -> None:
+        if wanted:
+            # A step-up: ask for what the grant has plus what the server asked for.
+            url = _with_scope(url, wanted)
+            provider.context.client_metadata.scope = wanted
         state = (parse_qs(urlparse(url).query).get("state") or [""])[0]
         await _db(authorization_begin)(
             server=server, user=user, shared=shared, state=state, listener=listener
@@ -374,7 +652,11 @@ async def _start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
         storage=storage,
         redirect_handler=redirect_handler,
         callback_handler=callback_handler,
+        # Where the authorization server supports them, Atrium's client ID metadata
+        # document; else dynamic registration (a pre-registered client needs neither).
+        client_metadata_url=client_metadata_url(),
     )
+    provider.sign_in_anyway = True
     storage.provider = provider
     flow = _Flow(server=server, user=user, provider=provider, storage=storage)
     task = loop.create_task(flow.run(), name=f"oauth:{server.slug}", context=contextvars.Context())
@@ -384,6 +666,30 @@ async def _start_connect(*, server: McpServer, user: Any, shared: bool) -> str:
     if authorize_url.done():
         return authorize_url.result()
     raise ConnectFailed(flow.message or f"Signing in to {server.name} failed.")
+
+
+def _step_up_of(*, server: McpServer, user: Any, shared: bool, storage: _PendingStorage) -> str:
+    """Seed a sign-in with the client it uses (a pre-registered one; on a step-up, the
+    grant's own registration) and return the scope a step-up asked for ("" otherwise)."""
+    preregistered = preregistered_client(server)
+    if preregistered is not None:
+        storage.client = preregistered.model_dump(mode="json", exclude_none=True)
+    owner = None if shared else user
+    grant = OAuthGrant.objects.filter(server=server, user=owner).first()
+    if grant is None or not grant.wanted_scope:
+        return ""
+    if storage.client is None:
+        storage.client = unseal(grant.sealed_client)
+    return union_scopes(grant.scope or None, grant.wanted_scope) or ""
+
+
+def _with_scope(url: str, scope: str) -> str:
+    """``url`` (an authorization request) asking for ``scope`` joined to what it asks."""
+    parsed = urlparse(url)
+    query = parse_qs(parsed.query, keep_blank_values=True)
+    joined = union_scopes((query.get("scope") or [None])[0], scope) or scope
+    query["scope"] = [joined]
+    return parsed._replace(query=urlencode(query, doseq=True)).geturl()
 
 
 @dataclasses.dataclass

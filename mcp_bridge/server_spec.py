@@ -51,6 +51,9 @@ class ServerSpec:
     # An httpx Auth for HTTP transports (OAuth: ``mcp_bridge.oauth``); like headers, kept
     # out of repr, hash and key: whoever builds the spec puts the grant into the key.
     auth: httpx2.Auth | None = field(default=None, repr=False, hash=False, compare=False)
+    # The lowest MCP log level asked of the server (None: its default): 2026-era requests
+    # carry it as their opt-in, 2025-era connections send `logging/setLevel` once connected.
+    log_level: str | None = None
 
     def __post_init__(self) -> None:
         if not self.key:

@@ -6,8 +6,9 @@ Thin: the flow is ``mcp_bridge.oauth``; refusals are audited there and in the se
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_POST
 
 from . import oauth
@@ -62,3 +63,15 @@ async def callback(request: HttpRequest) -> HttpResponse:
     query = {key: request.GET.get(key, "")[:2000] for key in ("code", "state", "iss", "error")}
     ok, message = await oauth.deliver_callback(state=query["state"], user=user, query=query)
     return _result(request, ok=ok, message=message, status=200 if ok else 400)
+
+
+@require_GET
+@cache_control(public=True, max_age=3600)
+def client_metadata(request: HttpRequest) -> HttpResponse:
+    """Atrium's OAuth client ID metadata document: its URL is Atrium's client id at
+    authorization servers that support them (``oauth.client_metadata_url``). Public, no
+    secrets; 404 when Atrium is not served over https (then it registers dynamically)."""
+    document = oauth.client_metadata_document()
+    if document is None:
+        raise Http404("Atrium publishes a client metadata document only over https.")
+    return JsonResponse(document)

@@ -54,6 +54,18 @@ def _prepare_environment() -> Path:
     return var
 
 
+def _create_schema() -> None:
+    """Tables straight from the models (as pytest-django's --nomigrations does): a
+    throwaway database needs no data migrations, and this works while migrations of
+    parallel work wait to be put in order."""
+    from django.apps import apps
+    from django.conf import settings
+    from django.core.management import call_command
+
+    settings.MIGRATION_MODULES = {app.label: None for app in apps.get_app_configs()}
+    call_command("migrate", run_syncdb=True, verbosity=0)
+
+
 def _allow_loopback() -> None:
     """The suite's servers (MCP and authorization) all listen on loopback ports."""
     from mcp_bridge import egress
@@ -185,6 +197,15 @@ def main() -> int:
     if len(sys.argv) < 2:
         print("usage: conformance_client.py <server-url>", file=sys.stderr)
         return 2
+    if sys.argv[1] == "--make-db":  # the template database the test runner copies
+        os.environ["ATRIUM_VAR_DIR"] = str(Path(sys.argv[2]).parent)
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        sys.path.insert(0, str(ROOT))
+        import django
+
+        django.setup()
+        _create_schema()
+        return 0
     url = sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
@@ -194,9 +215,7 @@ def main() -> int:
 
         django.setup()
         if not os.environ.get("ATRIUM_CONFORMANCE_DB"):
-            from django.core.management import call_command
-
-            call_command("migrate", verbosity=0)
+            _create_schema()
         _allow_loopback()
         asyncio.run(_run(url, scenario, context))
     finally:

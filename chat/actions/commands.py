@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from typing import TYPE_CHECKING
 
 from channels.db import database_sync_to_async
@@ -12,7 +13,9 @@ from bindings.selectors import offered_tools
 from bindings.services.catalogues import thread_catalogues_ensure
 
 from .. import services
+from ..agent import start_turn
 from ..markdown import code_span, escape_markdown
+from ..server_context import flows
 from .tools import call_tool_as_user
 
 if TYPE_CHECKING:
@@ -24,6 +27,7 @@ HELP_TEXT = """**Commands**
 - `/help` — this list
 - `/tools` — the tools available in this thread
 - `/call server.tool {"arg": "value"}` — run a tool with JSON arguments
+- `/prompt server.prompt key=value …` — post a server's prompt (quote values with spaces)
 
 Anything else is a message to the team (and to the assistant, when one is configured)."""
 
@@ -47,6 +51,47 @@ def parse_call(text: str) -> tuple[str, str, object]:
     if not isinstance(arguments, dict):
         raise ValueError('The arguments must be a JSON object, like {"id": 3}.')
     return server, tool, arguments
+
+
+_PROMPT_RE = re.compile(r"^/prompt\s+([a-z0-9_-]+)\.(\S+)\s*(.*)$", re.DOTALL | re.IGNORECASE)
+
+
+def parse_prompt(text: str) -> tuple[str, str, dict[str, str]]:
+    """`/prompt server.name key=value key2="two words"` → (server, prompt, arguments)."""
+    match = _PROMPT_RE.match(text.strip())
+    if not match:
+        raise ValueError("Usage: `/prompt server.prompt key=value …`")
+    try:
+        words = shlex.split(match.group(3))
+    except ValueError as exc:
+        raise ValueError(f"The arguments could not be read: {exc}.") from exc
+    arguments: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            raise ValueError(f"Write each argument as key=value ({code_span(word[:40])} is not).")
+        arguments[key] = value
+    return match.group(1), match.group(2), arguments
+
+
+async def _prompt(ctx: ActionContext, text: str) -> str | None:
+    """Post the prompt (None), or the reason it was not posted."""
+    try:
+        server, name, arguments = parse_prompt(text)
+        await flows.prompt_use(
+            thread=ctx.thread,
+            user=ctx.user,
+            can_act=ctx.can_act,
+            server_slug=server,
+            name=name,
+            arguments=arguments,
+        )
+    except ValueError as exc:
+        return str(exc)
+    except flows.ContextRefused as exc:
+        return escape_markdown(exc.message)
+    await start_turn(thread=ctx.thread, user=ctx.user, role=ctx.membership.role)
+    return None
 
 
 def _tools_text(ctx: ActionContext) -> str:
@@ -79,6 +124,10 @@ async def dispatch_command(ctx: ActionContext, message: Message) -> bool:
     elif command == "/tools":
         await thread_catalogues_ensure(thread=ctx.thread)
         reply = await database_sync_to_async(_tools_text)(ctx)
+    elif command == "/prompt":
+        reply = await _prompt(ctx, text)
+        if reply is None:
+            return True
     elif command == "/call":
         try:
             server, tool, arguments = parse_call(text)

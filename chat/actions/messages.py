@@ -25,12 +25,15 @@ async def post_message(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any
     text = msg.get("text")
     if not isinstance(text, str):
         raise ActionError("invalid_message", "'text' must be a string.")
+    attachments = msg.get("attachments") or []  # uploaded file ids (issue 26)
+    if not isinstance(attachments, list):
+        raise ActionError("invalid_message", "'attachments' must be a list of file ids.")
     verdict = await take_tokens(ctx, [("message", str(ctx.user.pk))])
     if not verdict.allowed:
         raise rate_limited_error(verdict, "messages")
     try:
         message = await database_sync_to_async(services.message_post)(
-            thread=ctx.thread, author=ctx.user, text=text
+            thread=ctx.thread, author=ctx.user, text=text, attachment_ids=attachments
         )
     except services.ChatError as exc:
         raise ActionError(exc.code, exc.message) from exc

@@ -15,6 +15,7 @@ from django.db.models import Q
 from bindings.selectors import OfferedTool, offered_tools
 from mcp_bridge.normalize import model_content
 
+from ..media.model_input import files_for_model
 from ..models import Message, MessageRole, MessageStatus, Origin, Thread, ToolCall, ToolCallStatus
 from ..providers import config_for
 from ..providers.base import (
@@ -28,6 +29,7 @@ from ..providers.base import (
     assign_tool_names,
     wire_tool_name,
 )
+from ..server_context.content import resource_context
 from ..services import turns
 
 MAX_TOOL_RESULT_CHARS = 16_000  # per tool result sent to the model
@@ -232,6 +234,8 @@ def _history(thread: Thread, names: _Names) -> tuple[list[ConversationItem], boo
     messages = list(
         Message.objects.filter(thread=thread)
         .select_related("author", "via_tool_call__server")
+        .prefetch_related("server_resources__server")  # attached server resources
+        .prefetch_related("attachments")  # attached files (chat.media.model_input)
         .order_by("id")
     )
     newest_user = max((m.pk for m in messages if m.role == MessageRole.USER), default=0)
@@ -273,14 +277,20 @@ def _history(thread: Thread, names: _Names) -> tuple[list[ConversationItem], boo
         message: Message = row
         if message.role == MessageRole.USER:
             text = message.text.strip()
-            if not text or text.startswith("/"):
+            files_text, images = files_for_model(message.attachments.all())  # issue 26
+            if (not text and not files_text) or text.startswith("/"):
                 continue  # slash commands are for Atrium, not the model
             if message.via_tool_call_id is not None:
                 server = message.via_tool_call.server.name if message.via_tool_call else "an app"
                 text = f"[{_person(message.author)}, via the {server} view] {text}"
             elif several:
                 text = f"{_person(message.author)}: {text}"
-            blocks.append([UserTurn(text)])
+            attached = resource_context(message.server_resources.all())
+            if attached:  # text within chat.server_context.content's budgets
+                text = f"{text}\n\n{attached}"
+            if files_text:
+                text = f"{text}\n\n{files_text}".strip()
+            blocks.append([UserTurn(text, images=images)])
         elif (
             message.role == MessageRole.ASSISTANT
             and message.author_label == turns.ASSISTANT_LABEL

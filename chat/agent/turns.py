@@ -38,10 +38,24 @@ async def start_turn(*, thread: Any, user: Any, role: str | None) -> None:
     if role not in ACTING_ROLES or user is None:
         return None
     config = await database_sync_to_async(_config_for_thread)(thread.pk)
-    if config is None or config.kind == DIRECT:
+    if config is None:
+        return None
+    if config.kind == DIRECT:  # no model: say so once per thread
+        if thread.pk not in _told_no_model:
+            await database_sync_to_async(turns.thread_note_model_missing)(
+                thread_id=thread.pk, actor_user_id=getattr(user, "pk", None)
+            )
+            if len(_told_no_model) >= 10_000:
+                _told_no_model.clear()
+            _told_no_model.add(thread.pk)
         return None
     _request_turn(thread.pk, user, role)
     return None
+
+
+# Threads this process already told that their workspace has no model (saves the lookup;
+# the audit row decides across processes, see turns.thread_note_model_missing).
+_told_no_model: set[int] = set()
 
 
 def _config_for_thread(thread_id: int) -> ProviderConfig | None:

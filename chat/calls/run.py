@@ -21,11 +21,14 @@ from chat.calls.cancel import cancel_request_take, tool_call_cancel
 from chat.calls.decide import Decided, call_decide, view_call_admit
 from chat.calls.emit import call_emit
 from chat.calls.finish import tool_call_fail, tool_call_finish
+from chat.calls.mcp_tasks import tool_runs_as_task
 from chat.calls.requests import CallRequest, ViewCallRequest, task_key
 from chat.calls.runners import claimed_while_running
+from chat.calls.task_jobs import task_submit
 from chat.media.staging import normalize_result
 from chat.models import ToolCall
 from chat.realtime.events import emit
+from chat.server_requests.handler import call_tool_answering
 from mcp_bridge import gateway
 from mcp_bridge.errors import AuthorizationRequired, BridgeError
 from mcp_bridge.models import Tool
@@ -241,18 +244,18 @@ async def tool_call_run(
         try:
             if tool is None or tool.server_id != server.pk or tool.name != call.tool_name:
                 tool = await gateway.tool_for(server, call.tool_name)
+            if await tool_runs_as_task(server, tool):  # a worker drives it (mcp_tasks)
+                await database_sync_to_async(task_submit)(call_id=call_id)
+                return
             ui_task = (
                 asyncio.ensure_future(gateway.ui_resource(server, tool.resource_uri))
                 if tool.resource_uri
                 else None
             )
             async with claimed_while_running(call_id):
-                raw, latency_ms = await gateway.call_tool(
-                    server,
-                    tool,
-                    call.arguments,
-                    progress=on_progress,
-                    on_behalf_of=call.requested_by_id,  # whose sign-in an OAuth server sees
+                # The server's questions go to the person this call runs for (a card).
+                raw, latency_ms = await call_tool_answering(
+                    call, server, tool, progress=on_progress
                 )
         finally:
             # Before any final event is queued: a late running event must not follow it.

@@ -72,4 +72,8 @@ def orphaned_running_calls(*, now: datetime | None = None) -> QuerySet[ToolCall]
     now = now or timezone.now()
     return ToolCall.objects.annotate(
         last_sign_of_life=Coalesce("runner_seen_at", "started_at", "created_at")
-    ).filter(status=ToolCallStatus.RUNNING, last_sign_of_life__lt=now - RUNNER_TTL)
+    ).filter(
+        status=ToolCallStatus.RUNNING,
+        last_sign_of_life__lt=now - RUNNER_TTL,
+        task_status="",  # a task call's poller is watched by its own sweep (mcp_tasks)
+    )

@@ -19,13 +19,25 @@ def remembered_width(*, user_id: int) -> int:
     return int(width) if width else DEFAULT_PANE_WIDTH
 
 
+def width_step(width: int) -> int:
+    """The width rounded to the 40 px steps the page's stylesheet knows (320…1200): the
+    first paint has (nearly) the member's width, with no inline style (the host page's CSP
+    has none); the page then sets the exact one."""
+    return max(320, min(1200, round(width / 40) * 40))
+
+
 def layout_payload(
     layout: ThreadLayout | None, *, default_width: int = DEFAULT_PANE_WIDTH
 ) -> dict[str, Any]:
     """What the member's pages render: the pinned call (and its app, for the pane's chrome
     before the view is mounted) and the width."""
     if layout is None:
-        return {"toolCallId": None, "width": default_width, "app": None}
+        return {
+            "toolCallId": None,
+            "width": default_width,
+            "widthStep": width_step(default_width),
+            "app": None,
+        }
     call = layout.pinned_call
     app = None
     if call is not None:
@@ -35,7 +47,12 @@ def layout_payload(
             "serverSlug": server.slug,
             "tool": call.tool_name,
         }
-    return {"toolCallId": layout.pinned_call_id, "width": layout.pane_width, "app": app}
+    return {
+        "toolCallId": layout.pinned_call_id,
+        "width": layout.pane_width,
+        "widthStep": width_step(layout.pane_width),
+        "app": app,
+    }
 
 
 def thread_layout_for(*, user: Any, thread_id: int) -> dict[str, Any]:

@@ -111,9 +111,10 @@ def thread_layout_set(
                 code="invalid_params",
                 message="'toolCallId' must be a tool call id or null.",
             )
+        wanted = tool_call_id if isinstance(tool_call_id, int) else 0
         call = (
             ToolCall.objects.select_related("server", "ui_resource")
-            .filter(pk=tool_call_id, thread_id=thread.pk)
+            .filter(pk=wanted, thread_id=thread.pk)
             .first()
         )
         if call is None or not has_app_view(call):

@@ -145,6 +145,18 @@ def verify_image(source: str | Path | BinaryIO, pillow_format: str) -> tuple[int
         return _open_and_verify(source, pillow_format)
 
 
+def check_image_header(source: str | Path | BinaryIO, pillow_format: str) -> tuple[int, int]:
+    """The size an image's header declares, within the bomb limits; nothing is decoded
+    and the body is not read (the upload path: a member hears at once). Raises
+    MediaRejected."""
+    with _image_errors(source, pillow_format):
+        with Image.open(source, formats=[pillow_format]) as image:
+            width, height = image.size
+        if width * height > MAX_IMAGE_PIXELS:
+            raise MediaRejected(_bomb_reason((width, height)))
+        return width, height
+
+
 def inspect_image(
     source: str | Path | BinaryIO, pillow_format: str, *, want_poster: bool = False
 ) -> ImageFacts:

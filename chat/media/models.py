@@ -6,6 +6,7 @@ so this module imports nothing of chat.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -15,11 +16,40 @@ class MediaStatus(models.TextChoices):
     REJECTED = "rejected", "rejected"
 
 
+class MediaOrigin(models.TextChoices):
+    TOOL_RESULT = "tool_result", "tool result"
+    ATTACHMENT = "attachment", "member's attachment"
+    APP_UPLOAD = "app_upload", "app view's upload"
+
+
 class MediaAsset(models.Model):
     thread = models.ForeignKey("chat.Thread", on_delete=models.CASCADE, related_name="media")
     tool_call = models.ForeignKey(
         "chat.ToolCall", null=True, blank=True, on_delete=models.CASCADE, related_name="media"
     )
+    # Where the file came from; attachments (chat.media.attachments) name their uploader and,
+    # once the message that carries them is posted, that message.
+    origin = models.CharField(
+        max_length=12, choices=MediaOrigin.choices, default=MediaOrigin.TOOL_RESULT
+    )
+    message = models.ForeignKey(
+        "chat.Message",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="attachments",
+    )
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    # Text the model reads (PDFs, text files), cut to the extraction budget; in storage.
+    text_path = models.CharField(max_length=500, blank=True)
+    text_truncated = models.BooleanField(default=False)
+    pages = models.PositiveIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=10)  # image | audio | video | binary
     mime_type = models.CharField(max_length=200)
     filename = models.CharField(max_length=255, blank=True)
@@ -45,3 +75,39 @@ class MediaAsset(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.mime_type} ({self.status})"
+
+
+class WorkspaceFileSettings(models.Model):
+    """A workspace's limits for the files members attach, and how long they are kept.
+
+    No row: the defaults (``ATRIUM_ATTACH_*`` settings, docs/files.md)."""
+
+    workspace = models.OneToOneField(
+        "chat.Workspace", on_delete=models.CASCADE, related_name="file_settings"
+    )
+    max_file_bytes = models.PositiveBigIntegerField(
+        help_text="Largest file a member may attach, in bytes."
+    )
+    max_total_bytes = models.PositiveBigIntegerField(
+        help_text="All attached files of the workspace together, in bytes."
+    )
+    retention_days = models.PositiveIntegerField(
+        default=0, help_text="Attached files are deleted this many days after upload; 0 keeps them."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "workspace file settings"
+        verbose_name_plural = "workspace file settings"
+
+    def __str__(self) -> str:
+        return f"file settings of workspace {self.workspace_id}"
+
+
+class AttachedFile(MediaAsset):
+    """Files members attached, as the admin lists them per workspace (a proxy: same rows)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "attached file"
+        verbose_name_plural = "attached files"

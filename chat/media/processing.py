@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .documents import is_text_type, read_pdf, read_text_file
 from .formats import (
     HEAD_BYTES,
     MediaHints,
@@ -130,6 +131,9 @@ class ProcessedMedia:
     width: int | None = None
     height: int | None = None
     duration: float | None = None
+    text_path: str = ""
+    text_truncated: bool = False
+    pages: int | None = None
 
 
 @dataclass
@@ -137,11 +141,29 @@ class Derived:
     hints: MediaHints
     thumbnail: Derivative | None = None
     poster: Derivative | None = None
+    text: str | None = None  # what a model reads of a document (chat.media.documents)
+    text_truncated: bool = False
+    pages: int | None = None
 
 
-def derive(staged: StagedFile, verified: VerifiedType) -> Derived:
-    """Check images with Pillow and read container hints; raises MediaRejected."""
+def derive(
+    staged: StagedFile, verified: VerifiedType, *, declared_mime: str = "", text_budget: int = 0
+) -> Derived:
+    """Check images with Pillow, PDFs with pypdf (text, page 1 thumbnail), read text files
+    and container hints; raises MediaRejected."""
     signature = verified.signature
+    if signature is not None and signature.mime == "application/pdf":
+        doc = read_pdf(staged.path, budget=text_budget)
+        return Derived(
+            MediaHints(),
+            thumbnail=doc.thumbnail,
+            text=doc.text if text_budget else None,
+            text_truncated=doc.truncated,
+            pages=doc.pages,
+        )
+    if signature is None and text_budget and is_text_type(declared_mime):
+        doc = read_text_file(staged.path, budget=text_budget)
+        return Derived(MediaHints(), text=doc.text, text_truncated=doc.truncated)
     if verified.kind == "image" and signature is not None and signature.pillow_format:
         facts = inspect_image(staged.path, signature.pillow_format)
         return Derived(
@@ -165,6 +187,7 @@ def process_staged_file(
     max_bytes: int,
     store: Callable[..., str],
     staged: StagedFile | None = None,
+    text_budget: int = 0,
 ) -> ProcessedMedia:
     """Hash, verify, derive and store one staged file. Raises MediaRejected.
 
@@ -179,7 +202,7 @@ def process_staged_file(
     if staged.size > max_bytes:
         raise MediaRejected(too_large_reason(staged.size, max_bytes))
     verified = check_declared_type(staged.head, declared=declared_mime, kind=kind)
-    derived = derive(staged, verified)
+    derived = derive(staged, verified, declared_mime=declared_mime, text_budget=text_budget)
     storage_path = store(content_name(staged.sha256), path=staged.path, size=staged.size)
     processed = ProcessedMedia(
         sha256=staged.sha256,
@@ -190,7 +213,13 @@ def process_staged_file(
         width=derived.hints.width,
         height=derived.hints.height,
         duration=derived.hints.duration,
+        text_truncated=derived.text_truncated,
+        pages=derived.pages,
     )
+    if derived.text is not None:
+        data = derived.text.encode("utf-8")
+        name = content_name(staged.sha256, f".text{text_budget}.txt")
+        processed.text_path = store(name, data=data, size=len(data))
     if derived.thumbnail is not None:
         name = content_name(staged.sha256, f".thumb{THUMBNAIL_MAX}.{derived.thumbnail.extension}")
         processed.thumbnail_path = store(

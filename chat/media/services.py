@@ -27,19 +27,19 @@ from typing import Any
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
 
 from audit.types import AuditEventType, Decision
 from audit.writer import record
 
-from ..models import ToolCall
-from ..presenters import serialize_tool_call
+from ..models import Message, ToolCall
+from ..presenters import serialize_message, serialize_tool_call
 from ..realtime.events import emit
 from ..selectors import tool_calls_queryset
 from . import storage
 from .formats import MEDIA_KINDS, MediaRejected, TransientMediaError
-from .models import MediaAsset, MediaStatus
+from .models import MediaAsset, MediaOrigin, MediaStatus
+from .presenters import asset_descriptor
 from .processing import (
     DECODED_SUFFIX,
     ENCODED_SUFFIX,
@@ -54,29 +54,19 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 10  # runs of one asset (retries, redeliveries, requeues) before rejection
 
 
-def asset_descriptor(asset: MediaAsset) -> dict[str, Any]:
-    """The ``asset`` object of a stored result part (and the body of a ``media`` event)."""
-    ready = asset.status == "ready"
-
-    def url(name: str, present: bool) -> str | None:
-        return reverse(name, kwargs={"asset_id": asset.pk}) if ready and present else None
-
+def media_event(asset: MediaAsset) -> dict[str, Any]:
     return {
-        "id": asset.pk,
-        "status": asset.status,
-        "url": url("media-asset", bool(asset.storage_path)),
-        "thumbnailUrl": url("media-thumbnail", bool(asset.thumbnail_path)),
-        "posterUrl": url("media-poster", bool(asset.poster_path)),
-        "width": asset.width,
-        "height": asset.height,
-        "duration": asset.duration,
-        "size": asset.size,
-        "reason": asset.reason or None,
+        **asset_descriptor(asset),
+        "toolCallId": asset.tool_call_id,
+        "messageId": asset.message_id,
     }
 
 
-def media_event(asset: MediaAsset) -> dict[str, Any]:
-    return {**asset_descriptor(asset), "toolCallId": asset.tool_call_id}
+def emit_message_of(message_id: int) -> None:
+    """A ``message`` event with the message as it is now (inside the caller's transaction)."""
+    message = Message.objects.select_related("author").filter(pk=message_id).first()
+    if message is not None:
+        emit(thread_id=message.thread_id, kind="message", payload=serialize_message(message))
 
 
 def _apply_to_result(result: Any, asset_id: int, descriptor: dict[str, Any]) -> bool:
@@ -133,6 +123,9 @@ def media_asset_record_outcome(
             asset.width = processed.width
             asset.height = processed.height
             asset.duration = processed.duration
+            asset.text_path = processed.text_path
+            asset.text_truncated = processed.text_truncated
+            asset.pages = processed.pages
             asset.ready_at = timezone.now()
         else:
             asset.status = MediaStatus.REJECTED
@@ -171,6 +164,8 @@ def media_asset_record_outcome(
         if call is not None and _apply_to_result(call.result, asset.pk, descriptor):
             call.save(update_fields=["result"])
         emit(thread_id=asset.thread_id, kind="media", payload=media_event(asset))
+        if asset.message_id is not None:  # a member's attachment: its message, re-rendered
+            emit_message_of(asset.message_id)
         if call is not None:
             fresh = tool_calls_queryset().get(pk=call.pk)
             emit(thread_id=asset.thread_id, kind="toolcall", payload=serialize_tool_call(fresh))
@@ -240,6 +235,11 @@ def media_asset_persist(*, asset_id: int, final_attempt: bool = False) -> str:
             max_bytes=max_bytes,
             store=storage.store_in_default_storage,
             staged=staged,
+            text_budget=(
+                int(settings.ATRIUM_ATTACH_TEXT_BUDGET)
+                if asset.origin == MediaOrigin.ATTACHMENT
+                else 0
+            ),
         )
     except MediaRejected as exc:
         log.info("media %s rejected: %s", asset_id, exc.reason)

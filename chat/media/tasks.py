@@ -33,7 +33,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
-from . import selectors, services, storage
+from . import attachments, selectors, services, storage
 from .formats import TransientMediaError
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,14 @@ def sweep_orphan_staging() -> int:
     """Staging and spool files nobody will persist (a failed transaction, a dropped line,
     a killed worker's copy) are removed; files only, so nothing is audited."""
     return storage.sweep_orphan_staging(older_than=ORPHAN_STAGING_AFTER)
+
+
+@shared_task(name=f"{NAME_PREFIX}expire_attachments", ignore_result=True)
+def expire_attachments() -> int:
+    """Files members attached, past their workspace's retention (and uploads never sent
+    with a message after a day) are deleted, each deletion audited; then staging
+    left-overs of cut-off uploads go with the orphan sweep."""
+    return attachments.attachments_expire()
 
 
 # ----------------------------------------------------------------------------- signals

@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import json
 import mimetypes
 import re
 import unicodedata
@@ -37,11 +38,12 @@ from urllib.parse import quote
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.files.storage import default_storage
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 
-from ..selectors import membership_for
+from ..selectors import membership_for, thread_with_membership
+from .attachments import AttachmentRefused, asset_id_for_link, attachment_begin
 from .formats import served_type
 from .models import MediaAsset, MediaStatus
 
@@ -113,8 +115,11 @@ def _asset_for_member(request: HttpRequest, asset_id: int) -> MediaAsset:
     return asset
 
 
-def _serve(request: HttpRequest, asset_id: int, variant: Variant) -> HttpResponseBase:
-    asset = _asset_for_member(request, asset_id)
+def _serve(
+    request: HttpRequest, asset_id: int, variant: Variant, asset: MediaAsset | None = None
+) -> HttpResponseBase:
+    if asset is None:
+        asset = _asset_for_member(request, asset_id)
     name = getattr(asset, variant.field)
     if not name:
         raise Http404("No such media.")
@@ -125,6 +130,8 @@ def _serve(request: HttpRequest, asset_id: int, variant: Variant) -> HttpRespons
     if variant is ORIGINAL:
         content_type = served_type(kind=asset.kind, declared=asset.mime_type)
         disposition = _disposition(asset, content_type)
+        if request.GET.get("download") == "1":  # "Download" on an attached image or video
+            disposition = disposition.replace("inline;", "attachment;", 1)
     else:
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
         disposition = "inline"
@@ -277,3 +284,57 @@ def _disposition(asset: MediaAsset, content_type: str) -> str:
     filename = safe_filename(asset.filename, f"{asset.kind}-{asset.pk}{extension}")
     kind = "inline" if asset.kind in INLINE_KINDS else "attachment"
     return content_disposition(kind, filename)
+
+
+# ------------------------------------------------------------------ files members attach
+
+
+@require_POST
+def upload_begin(request: HttpRequest, thread_id: int) -> JsonResponse:
+    """``{filename, size}`` → a ticket URL for the body (``chat.media.uploads``), or the
+    reason the file is refused — before any of its bytes are sent."""
+    found = (
+        thread_with_membership(user=request.user, thread_id=thread_id)
+        if request.user.is_authenticated
+        else None
+    )
+    if found is None:
+        return JsonResponse(
+            {"ok": False, "error": {"code": "not_found", "message": "No such thread."}},
+            status=404,
+        )
+    thread, _membership = found
+    try:
+        body = json.loads(request.body or b"{}")
+        filename, size = body.get("filename"), body.get("size")
+        if not isinstance(filename, str) or not isinstance(size, int) or isinstance(size, bool):
+            raise ValueError
+    except (ValueError, AttributeError):
+        return JsonResponse(
+            {"ok": False, "error": {"code": "invalid", "message": "Send a file name and size."}},
+            status=400,
+        )
+    try:
+        ticket = attachment_begin(thread=thread, actor=request.user, filename=filename, size=size)
+    except AttachmentRefused as exc:
+        return JsonResponse({"ok": False, "error": exc.to_dict()}, status=exc.status)
+    return JsonResponse({"ok": True, **ticket})
+
+
+@require_safe
+def media_file_link(request: HttpRequest, asset_id: int, token: str) -> HttpResponseBase:
+    """One file through a short-lived link (``attachments.file_link_mint``): no session;
+    the token names this file and has not expired."""
+    if asset_id_for_link(token) != asset_id:
+        raise Http404("No such media.")
+    asset = (
+        MediaAsset.objects.select_related("thread")
+        .filter(pk=asset_id, status=MediaStatus.READY)
+        .first()
+    )
+    if asset is None:
+        raise Http404("No such media.")
+    response = _serve(request, asset_id, ORIGINAL, asset=asset)
+    response["Cache-Control"] = "private, no-store"
+    response["Referrer-Policy"] = "no-referrer"
+    return response

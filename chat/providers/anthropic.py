@@ -66,6 +66,16 @@ def request_body(request: ProviderRequest) -> dict[str, Any]:
     for item in request.messages:
         if isinstance(item, UserTurn):
             add("user", [{"type": "text", "text": item.text}])
+            add(  # attached images as base64 image blocks (chat.media.model_input)
+                "user",
+                [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": i.mime_type, "data": i.data},
+                    }
+                    for i in item.images
+                ],
+            )
         elif isinstance(item, AssistantTurn):
             blocks: list[dict[str, Any]] = []
             if item.text:
@@ -190,7 +200,7 @@ class EventReader:
         reason = STOP_REASONS.get(self.stop_reason or "", self.stop_reason or "stop")
         if self.tools:
             reason = "tool_calls"
-        return Finish(reason=reason, usage=self.usage)
+        return Finish(reason=reason, usage=self.usage, raw_reason=self.stop_reason or "")
 
 
 class AnthropicProvider:
@@ -205,6 +215,12 @@ class AnthropicProvider:
             raise ProviderError(
                 "no_model", "No model is configured: set the workspace's model (or ATRIUM_MODEL)."
             )
+        async for event in self.stream_body(request_body(request)):
+            yield event
+
+    async def stream_body(self, body: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+        """Stream a Messages API request body built elsewhere (``stream: true``), e.g. by
+        :mod:`chat.providers.sampling_format`: the same transport, errors and reader."""
         headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
@@ -215,13 +231,11 @@ class AnthropicProvider:
         try:
             async with (
                 httpx.AsyncClient(timeout=self.config.timeout()) as client,
-                client.stream(
-                    "POST", self.url, json=request_body(request), headers=headers
-                ) as response,
+                client.stream("POST", self.url, json=body, headers=headers) as response,
             ):
                 if response.status_code != 200:
-                    body = await response.aread()
-                    raise http_error(response.status_code, body[:4096], provider=LABEL)
+                    raw = await response.aread()
+                    raise http_error(response.status_code, raw[:4096], provider=LABEL)
                 async for kind, data in sse_events(response):
                     for event in reader.feed(kind, parse_json_event(data, provider=LABEL)):
                         yield event

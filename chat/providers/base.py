@@ -24,10 +24,19 @@ import httpx
 
 
 @dataclass(frozen=True)
+class ImageInput:
+    """An image a person attached, for providers that accept image parts (base64)."""
+
+    mime_type: str  # image/png | image/jpeg | image/gif | image/webp
+    data: str  # base64
+
+
+@dataclass(frozen=True)
 class UserTurn:
     """A message from a person (``text`` already carries the author's name if needed)."""
 
     text: str
+    images: tuple[ImageInput, ...] = ()  # attached images (chat.media.model_input)
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,9 @@ class ToolCallComplete:
 class Finish:
     reason: str  # stop | tool_calls | length | content_filter | … (normalized where known)
     usage: dict[str, int] = field(default_factory=dict)
+    # The provider's own reason before normalizing (e.g. Anthropic's ``stop_sequence``):
+    # sampling reports ``stopSequence`` apart from a natural end.
+    raw_reason: str = field(default="", compare=False)
 
 
 ProviderEvent = TextDelta | ToolCallStart | ToolCallDelta | ToolCallComplete | Finish

@@ -46,7 +46,14 @@ def request_body(request: ProviderRequest) -> dict[str, Any]:
     if request.system:
         messages.append({"role": "system", "content": request.system})
     for item in request.messages:
-        if isinstance(item, UserTurn):
+        if isinstance(item, UserTurn) and item.images:  # text, then image_url parts
+            content: list[dict[str, Any]] = [{"type": "text", "text": item.text}]
+            content.extend(
+                {"type": "image_url", "image_url": {"url": f"data:{i.mime_type};base64,{i.data}"}}
+                for i in item.images
+            )
+            messages.append({"role": "user", "content": content})
+        elif isinstance(item, UserTurn):
             messages.append({"role": "user", "content": item.text})
         elif isinstance(item, AssistantTurn):
             message: dict[str, Any] = {"role": "assistant", "content": item.text or None}
@@ -201,7 +208,7 @@ class ChunkReader:
         reason = FINISH_REASONS.get(self.finish_reason or "", self.finish_reason or "stop")
         if self.calls:
             reason = "tool_calls"  # some servers say "stop" after tool calls
-        events.append(Finish(reason=reason, usage=self.usage))
+        events.append(Finish(reason=reason, usage=self.usage, raw_reason=self.finish_reason or ""))
         return events
 
 
@@ -222,22 +229,26 @@ class OpenAIProvider:
                 "no_model",
                 "No model is configured: set the workspace's model (or ATRIUM_MODEL).",
             )
+        async for event in self.stream_body(request_body(request)):
+            yield event
+
+    async def stream_body(self, body: dict[str, Any]) -> AsyncIterator[ProviderEvent]:
+        """Stream a Chat Completions request body built elsewhere (``stream: true``), e.g.
+        by :mod:`chat.providers.sampling_format`: the same transport, errors and reader."""
         url = f"{self.base_url}/chat/completions"
         reader = ChunkReader()
         try:
             async with (
                 httpx.AsyncClient(timeout=self.config.timeout()) as client,
-                client.stream(
-                    "POST", url, json=request_body(request), headers=self._headers()
-                ) as response,
+                client.stream("POST", url, json=body, headers=self._headers()) as response,
             ):
                 if response.status_code != 200:
-                    body = await response.aread()
-                    raise http_error(response.status_code, body[:4096], provider=LABEL)
+                    raw = await response.aread()
+                    raise http_error(response.status_code, raw[:4096], provider=LABEL)
                 content_type = response.headers.get("content-type", "")
                 if "json" in content_type:  # a server that ignored stream: true
-                    body = await response.aread()
-                    chunk = parse_json_event(body.decode("utf-8", "replace"), provider=LABEL)
+                    raw = await response.aread()
+                    chunk = parse_json_event(raw.decode("utf-8", "replace"), provider=LABEL)
                     for event in reader.feed(chunk):
                         yield event
                     reader.done = True

@@ -23,6 +23,7 @@ from typing import Any, TypedDict, Unpack
 from django.db import transaction
 from django.utils import timezone
 
+from audit.models import AuditEvent
 from audit.types import AuditEventType, Decision
 from audit.writer import record
 from chat.models import Message, MessageRole, MessageStatus, Thread
@@ -177,8 +178,55 @@ def turn_record_tools_offered(
         )
 
 
+MODEL_MISSING_LABEL = "Atrium"
+
+
+def thread_note_model_missing(*, thread_id: int, actor_user_id: int | None) -> Message | None:
+    """Once per thread: a note that the workspace has no model (so plain messages get no
+    reply) and where an admin sets one. Audited (``MODEL_MISSING_NOTED``); the audit row is
+    also how a later call knows the thread was told. ``None`` when it was already told."""
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().only("workspace_id").get(pk=thread_id)
+        told = AuditEvent.objects.filter(
+            workspace_id=thread.workspace_id,
+            thread_id=thread_id,
+            event_type=int(AuditEventType.MODEL_MISSING_NOTED),
+        )
+        if told.exists():
+            return None
+        text = (
+            "This workspace has no model, so messages here get no reply from an assistant. "
+            "Slash commands and the tool picker work as usual (`/help` lists the commands). "
+            "An admin chooses the workspace's model provider and model in "
+            f"[Atrium's admin](/admin/chat/workspace/{thread.workspace_id}/change/), or for "
+            "every workspace with `ATRIUM_PROVIDER` and `ATRIUM_MODEL`."
+        )
+        message = Message.objects.create(
+            thread_id=thread_id,
+            role=MessageRole.SYSTEM,
+            author_label=MODEL_MISSING_LABEL,
+            text=text,
+            status=MessageStatus.COMPLETE,
+        )
+        record(
+            event_type=AuditEventType.MODEL_MISSING_NOTED,
+            decision=Decision.ALLOWED,
+            actor_kind="system",
+            actor_user_id=actor_user_id,
+            actor_label=MODEL_MISSING_LABEL,
+            workspace_id=thread.workspace_id,
+            thread_id=thread_id,
+            action="model_missing_note",
+            reason="no_model",
+            extra={"message_id": message.pk},
+        )
+        emit(thread_id=thread_id, kind="message", payload=serialize_message(message))
+    return message
+
+
 __all__ = [
     "ASSISTANT_LABEL",
+    "thread_note_model_missing",
     "message_append_text",
     "message_create_assistant",
     "tool_call_emit_input_partial",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
 
 from audit.types import AuditEventType, Decision
 from audit.writer import record
+from chat.media.attachments import AttachmentRefused, attachments_claim
 from chat.models import Membership, Message, MessageRole, MessageStatus, Role, Thread, Workspace
 from chat.presenters import serialize_message
 from chat.realtime.events import emit
@@ -249,9 +251,11 @@ def thread_create(*, workspace: Workspace, title: str, actor: Any) -> Thread:
     return thread
 
 
-def message_post(*, thread: Thread, author: Any, text: str) -> Message:
+def message_post(
+    *, thread: Thread, author: Any, text: str, attachment_ids: Sequence[Any] = ()
+) -> Message:
     text = (text or "").strip()
-    if not text:
+    if not text and not attachment_ids:
         raise ChatError("empty_message", "A message needs some text.")
     if len(text) > MAX_MESSAGE_CHARS:
         raise ChatError(
@@ -264,6 +268,10 @@ def message_post(*, thread: Thread, author: Any, text: str) -> Message:
         message = Message.objects.create(
             thread=thread, role=MessageRole.USER, author=author, text=text
         )
+        try:  # files the member uploaded for it (chat.media.attachments, issue 26)
+            files = attachments_claim(message=message, actor=author, ids=attachment_ids)
+        except AttachmentRefused as exc:
+            raise ChatError(exc.code, exc.message) from exc
         Thread.objects.filter(pk=thread.pk).update(updated_at=message.created_at)
         record(
             event_type=AuditEventType.MESSAGE_POSTED,
@@ -272,7 +280,7 @@ def message_post(*, thread: Thread, author: Any, text: str) -> Message:
             actor_user_id=author.pk,
             workspace_id=thread.workspace_id,
             thread_id=thread.pk,
-            extra={"message_id": message.pk, "chars": len(text)},
+            extra={"message_id": message.pk, "chars": len(text), "files": len(files)},
         )
         emit(thread_id=thread.pk, kind="message", payload=serialize_message(message))
     return message

@@ -35,6 +35,15 @@ ATRIUM_RESULT_MAX_META_BYTES = env_int("ATRIUM_RESULT_MAX_META_BYTES", 256 * 102
 # process is busy for the length of a download). Empty: the web server streams it.
 ATRIUM_MEDIA_ACCEL_REDIRECT = env_str("ATRIUM_MEDIA_ACCEL_REDIRECT", "")
 
+# Files members attach (docs/files.md): defaults for a workspace without its own settings
+# row (chat.media.models.WorkspaceFileSettings); the text a model reads of one file.
+ATRIUM_ATTACH_MAX_FILE_BYTES = env_int("ATRIUM_ATTACH_MAX_FILE_BYTES", 200 * 1024 * 1024)
+ATRIUM_ATTACH_MAX_TOTAL_BYTES = env_int("ATRIUM_ATTACH_MAX_TOTAL_BYTES", 10 * 1024**3)
+ATRIUM_ATTACH_RETENTION_DAYS = env_int("ATRIUM_ATTACH_RETENTION_DAYS", 0)
+ATRIUM_ATTACH_TEXT_BUDGET = env_int("ATRIUM_ATTACH_TEXT_BUDGET", 20_000)
+# bench/: a sink endpoint that reads and discards a request body (the upload benchmark's floor).
+ATRIUM_BENCH_ENDPOINTS = env_str("ATRIUM_BENCH_ENDPOINTS", "") == "1"
+
 # Views: how long a view's capability token lives (seconds).
 ATRIUM_VIEW_TOKEN_MAX_AGE = env_int("ATRIUM_VIEW_TOKEN_MAX_AGE", 12 * 3600)
 ATRIUM_TOOL_CALL_TIMEOUT = env_int("ATRIUM_TOOL_CALL_TIMEOUT", 60)
@@ -72,3 +81,6 @@ ATRIUM_RATE_LIMITS.update(
 # token URLs a server names must resolve to public addresses, except on the MCP server's
 # own origin and on the origins named here (scheme://host[:port], e.g. http://10.0.0.5:9000).
 ATRIUM_OAUTH_ALLOWED_PRIVATE_ORIGINS = env_list("ATRIUM_OAUTH_ALLOWED_PRIVATE_ORIGINS", [])
+# Atrium's OAuth client ID metadata document URL (its client id where authorization servers
+# support them); empty: ATRIUM_APP_ORIGIN + /oauth/client-metadata.json when that is https.
+ATRIUM_OAUTH_CLIENT_METADATA_URL = env_str("ATRIUM_OAUTH_CLIENT_METADATA_URL", "")

@@ -41,7 +41,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Autodiscovery imports each app's `tasks` module (chat.tasks: the beat sweeps); task
 # modules of sub-packages are named here. The media tasks keep their first names
 # ("chat.tasks.…", queued messages and the schedule below use them).
-CELERY_IMPORTS = ["chat.media.tasks"]
+CELERY_IMPORTS = ["chat.media.tasks", "chat.calls.task_jobs"]
 
 # Celery beat (a process of its own: `make run`, the fleet) runs the periodic sweeps; each
 # task is idempotent, so a second beat or a late run does no harm.
@@ -60,6 +60,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "chat.tasks.fail_orphaned_tool_calls",
         "schedule": float(ATRIUM_SWEEP_INTERVAL),
     },
+    "requeue-tool-call-tasks": {
+        "task": "chat.calls.task_jobs.requeue_tool_call_tasks",
+        "schedule": float(ATRIUM_SWEEP_INTERVAL),
+    },
     "requeue-stale-staged-media": {
         "task": "chat.tasks.requeue_stale_staged_media",
         "schedule": 300.0,
@@ -67,5 +71,9 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-orphan-staging": {
         "task": "chat.tasks.sweep_orphan_staging",
         "schedule": 900.0,
+    },
+    "expire-attachments": {  # files past their workspace's retention (docs/files.md)
+        "task": "chat.tasks.expire_attachments",
+        "schedule": 3600.0,
     },
 }

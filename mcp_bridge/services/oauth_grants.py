@@ -148,6 +148,63 @@ def grant_lapsed(*, grant_id: int, reason: str) -> None:
         )
 
 
+def grant_scope_step_up(*, grant_id: int, wanted_scope: str) -> None:
+    """A server answered 403 insufficient_scope: keep the grant (it still serves what it
+    was granted for), remember the scope the owner's next sign-in asks for, and audit it."""
+    with transaction.atomic():
+        grant = OAuthGrant.objects.select_for_update().filter(pk=grant_id).first()
+        if grant is None:
+            return
+        grant.wanted_scope = wanted_scope[:500]
+        grant.save(update_fields=["wanted_scope"])
+        record(
+            event_type=AuditEventType.OAUTH_SCOPE_STEP_UP,
+            decision=Decision.DENIED,
+            actor_kind="system",
+            server_id=grant.server_id,
+            action="oauth_call",
+            reason="insufficient_scope",
+            extra={
+                **_grant_owner(grant.user_id),
+                "granted_scope": grant.scope,
+                "wanted_scope": grant.wanted_scope,
+            },
+        )
+
+
+def machine_token_failed(*, server: McpServer, reason: str) -> None:
+    """A machine-to-machine server's authorization server refused its client credentials."""
+    with transaction.atomic():
+        record(
+            event_type=AuditEventType.OAUTH_MACHINE_TOKEN_FAILED,
+            decision=Decision.FAILED,
+            actor_kind="system",
+            server_id=server.pk,
+            action="oauth_client_credentials",
+            reason=reason[:200],
+            extra={"auth_mode": server.auth_mode},
+        )
+
+
+def grant_call_needs_sign_in(
+    *, server: McpServer, user_id: int | None, tool_name: str, reason: str
+) -> None:
+    """A tool call ended asking for a sign-in: the server answered 401 to a call made
+    without a grant (``server_asked_for_sign_in``), or refused the grant it carried."""
+    with transaction.atomic():
+        record(
+            event_type=AuditEventType.OAUTH_AUTHORIZATION_REQUIRED,
+            decision=Decision.DENIED,
+            actor_kind="user" if user_id else "system",
+            actor_user_id=user_id,
+            server_id=server.pk,
+            tool_name=tool_name,
+            action="oauth_call",
+            reason=reason[:200],
+            extra={"auth_mode": server.auth_mode},
+        )
+
+
 def grant_disconnect(*, grant: OAuthGrant, actor: Any = None, reason: str = "disconnected") -> None:
     """Delete a grant (its tokens go with it) and audit who did it and why; once that is
     committed, ask the provider to revoke the tokens (``mcp_bridge.revocation``)."""
@@ -220,21 +277,33 @@ def _record_sign_in_problem(
 
 
 def grant_record_call(
-    *, server: McpServer, user_id: int | None, grant: OAuthGrant | None, tool_name: str
+    *,
+    server: McpServer,
+    user_id: int | None,
+    grant: OAuthGrant | None,
+    tool_name: str,
+    unsigned: bool = False,
 ) -> None:
-    """Which auth mode a tool call ran with and whose grant it used (or that it had none)."""
+    """Which auth mode a tool call ran with and whose grant it used (or that it had none).
+    ``unsigned``: no grant, and the call is tried without one (the server may answer it)."""
+    if grant is not None:
+        event, decision, reason = AuditEventType.OAUTH_CALL_AUTHORIZED, Decision.ALLOWED, "granted"
+    elif unsigned:
+        event, decision = AuditEventType.OAUTH_CALL_WITHOUT_GRANT, Decision.ALLOWED
+        reason = "not_connected_tried_without"
+    else:
+        event, decision = AuditEventType.OAUTH_AUTHORIZATION_REQUIRED, Decision.DENIED
+        reason = "not_connected"
     with transaction.atomic():
         record(
-            event_type=AuditEventType.OAUTH_CALL_AUTHORIZED
-            if grant is not None
-            else AuditEventType.OAUTH_AUTHORIZATION_REQUIRED,
-            decision=Decision.ALLOWED if grant is not None else Decision.DENIED,
+            event_type=event,
+            decision=decision,
             actor_kind="user" if user_id else "system",
             actor_user_id=user_id,
             server_id=server.pk,
             tool_name=tool_name,
             action="oauth_call",
-            reason="granted" if grant is not None else "not_connected",
+            reason=reason,
             extra={
                 "auth_mode": server.auth_mode,
                 **_grant_owner(grant.user_id if grant else None),

@@ -81,6 +81,7 @@ def _create_spec(server: McpServer, env: dict[str, str], headers: dict[str, str]
         headers=headers,
         call_timeout=float(server.call_timeout),
         connect_timeout=float(server.connect_timeout),
+        **({"log_level": server.log_level} if server.log_level else {}),  # issue 25: logging
     )
 
 

@@ -6,6 +6,9 @@ import { scrollToBottom } from "./timeline.js";
 import { toast } from "./toasts.js";
 import { canAct, els } from "./thread_state.js";
 import { bindToolPicker, closePicker, openPicker } from "./tool_picker.js";
+import { bindAttachments, clearFiles, fileIds, hasFiles, sendAfterUploads, setAttachEnabled, uploadsPending } from "./attachments.js";
+import { bindPromptPicker } from "./prompt_picker.js";
+import { bindResourcePicker, clearPending, pendingResources } from "./resource_picker.js";
 
 export function setComposerEnabled(enabled, placeholder) {
   if (!els.input) return;
@@ -13,6 +16,7 @@ export function setComposerEnabled(enabled, placeholder) {
   if (placeholder) els.input.placeholder = placeholder;
   if (els.sendBtn) els.sendBtn.disabled = !enabled || !els.input.value.trim();
   if (els.toolBtn) els.toolBtn.disabled = !enabled;
+  setAttachEnabled(enabled); // attachments.js
   els.composer.classList.toggle("is-readonly", !enabled);
   if (!enabled) {
     closeSlash();
@@ -31,7 +35,7 @@ function autogrow() {
 }
 
 function updateSendState() {
-  if (els.sendBtn) els.sendBtn.disabled = els.input.disabled || !els.input.value.trim();
+  if (els.sendBtn) els.sendBtn.disabled = els.input.disabled || (!els.input.value.trim() && !hasFiles());
 }
 
 function restoreDraft(text) {
@@ -45,14 +49,21 @@ function restoreDraft(text) {
 function submit() {
   if (!canAct() || els.input.disabled) return;
   const text = els.input.value.trim();
-  if (!text) return;
+  if (!text && !hasFiles()) return;
+  if (uploadsPending()) return sendAfterUploads(submit); // sent once its files are stored
+  const ids = fileIds(); // attached files (attachments.js)
   els.input.value = "";
   autogrow();
   updateSendState();
   closeSlash();
   scrollToBottom();
-  send({ type: "message.post", text: text }).then(
+  const resources = pendingResources(); // server resources attached (resource_picker.js)
+  if (resources.length) clearPending();
+  const payload = resources.length ? { type: "message.post_resources", text: text, resources: resources } : { type: "message.post", text: text };
+  if (ids.length) payload.attachments = ids;
+  send(payload).then(
     function (reply) {
+      if (reply.ok && ids.length) clearFiles();
       if (!reply.ok) {
         restoreDraft(text);
         toast((reply.error && reply.error.message) || "Your message was not sent.", "error");
@@ -90,6 +101,9 @@ export function bindComposer() {
   };
   bindSlash({ submit, edited, openPicker });
   bindToolPicker({ edited, closeSlash });
+  bindPromptPicker();
+  bindResourcePicker({ edited });
+  bindAttachments({ edited });
   autogrow();
   updateSendState();
 }

@@ -13,16 +13,28 @@
  *   render/           payloads (chat/presenters.py) → DOM, no network
  *   app_views/        the app view host (MCP Apps in sandboxed frames)
  */
-import { appViewsDebugApi } from "./app_views/index.js";
+import { appViewsDebugApi, sidePane } from "./app_views/index.js";
 import { applyAllowances, applyApproval, hasAllowancesPanel, onTimelineAction } from "./approvals.js";
 import { client } from "./client.js";
 import { bindComposer, setComposerEnabled } from "./composer.js";
 import { h, icon } from "./dom.js";
 import { bindPresentationalActions } from "./render/lightbox.js";
+import { initServerRequests } from "./server_requests.js";
 import { startSocket } from "./socket.js";
 import { applyDelta, applyMedia, applyPartial, applyProgress, bindScrolling, placeCall, scrollToBottom, upsertCall, upsertMessage } from "./timeline.js";
 import { toast } from "./toasts.js";
 import { calls, canAct, els, root, snapshot, thread } from "./thread_state.js";
+
+/** The member's own layout of this thread, as the page was served (chat/layout/). */
+function readLayout() {
+  try {
+    const embedded = document.getElementById("thread-layout-data");
+    if (embedded) return JSON.parse(embedded.textContent);
+  } catch (e) {
+    console.error("Atrium: the thread layout could not be read", e);
+  }
+  return null;
+}
 
 const ROLE_LABELS = { owner: "Owner", member: "Member", viewer: "Viewer" };
 
@@ -143,6 +155,9 @@ window.AtriumAppViews = appViewsDebugApi;
 
 bindPresentationalActions();
 bindScrolling();
+// The member's side pane (app_views/side_pane.js): before the rows, so that the pinned view
+// opens in it at once.
+sidePane.init({ client: client, layout: readLayout() });
 els.list.addEventListener("click", onTimelineAction);
 
 (snapshot.toolCalls || []).forEach(function (call) {
@@ -155,6 +170,8 @@ els.list.addEventListener("click", onTimelineAction);
   placeCall(call);
 });
 applyAllowances(snapshot.allowances || []);
+initServerRequests(snapshot.serverRequests || []); // a server's questions (server_requests.js)
+sidePane.settled();
 scrollToBottom();
 
 bindComposer();

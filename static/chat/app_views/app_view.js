@@ -115,6 +115,6 @@ export class AppView {
 
   /** For tests and debugging (window.AtriumAppViews.list()). */
   summary() {
-    return { toolCallId: this.id, phase: this.lifecycle.phase, ready: this.bridge.ready, protocol: this.bridge.protocol, mode: this.modes.mode, height: this.frame.height, flavor: this.lifecycle.flavor, modal: !!this.modal };
+    return { toolCallId: this.id, phase: this.lifecycle.phase, ready: this.bridge.ready, protocol: this.bridge.protocol, mode: this.modes.mode, displayMode: this.modes.reported(), height: this.frame.height, flavor: this.lifecycle.flavor, modal: !!this.modal };
   }
 }

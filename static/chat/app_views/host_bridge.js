@@ -69,6 +69,7 @@ const notificationSteps = {
     // Esc pressed inside the frame (the proxy relays it: key events in a cross-origin
     // frame never reach this page). Anyone may send it; it only leaves full screen.
     if (bridge.modes.mode === "fullscreen") bridge.modes.setMode("inline", "user");
+    else if (bridge.modes.mode === "split") bridge.modes.leavePane(); // back to the composer
   },
   "ui/notifications/request-teardown": (bridge) => bridge.lifecycle.honourTeardown(),
 };

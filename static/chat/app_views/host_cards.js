@@ -23,8 +23,8 @@ import { BAD_SCHEMES } from "./config.js";
 import { request, rpcError } from "./rpc.js";
 
 const ARM_MS = 500; // buttons wait this long after the card appears
-export const GESTURE_MODES = ["fullscreen", "pip"];
-const MODE_WORDS = { fullscreen: "go full screen", pip: "show itself in picture in picture" };
+export const GESTURE_MODES = ["fullscreen", "pip", "split"];
+const MODE_WORDS = { fullscreen: "go full screen", pip: "show itself in picture in picture", split: "stay open beside the conversation" };
 
 /** How a card's outcome reaches the app: a JSON-RPC answer, or (MCP-UI) the `legacyDone` given. */
 function doneFor(bridge, id, legacyDone) {
@@ -289,9 +289,9 @@ export class HostCards {
     const app = this.view.appName();
     let answered = false;
     const card = this.card("display-mode", {
-      icon: mode === "pip" ? "pip" : "fullscreen",
+      icon: mode === "pip" || mode === "split" ? "pip" : "fullscreen",
       title: app + " wants to " + MODE_WORDS[mode],
-      body: [h("p", { class: "host-card-meta", text: mode === "pip" ? "It stays in a small panel over the chat until you bring it back." : "It fills the window; Esc or “Exit full screen” brings it back." })],
+      body: [h("p", { class: "host-card-meta", text: mode === "pip" ? "It stays in a small panel over the chat until you bring it back." : mode === "split" ? "It is pinned in a pane beside the thread, for you only, until you unpin it." : "It fills the window; Esc or “Exit full screen” brings it back." })],
       actions: [
         {
           name: "allow",

@@ -1,6 +1,6 @@
 /* What the host tells an app view about itself: theme, style tokens, locale, device,
  * sandbox capabilities, the tool being shown (MCP Apps hostContext). */
-import { HOST_INFO, MODES } from "./config.js";
+import { HOST_INFO } from "./config.js";
 import { same } from "./rpc.js";
 
 export function currentTheme() {
@@ -192,8 +192,8 @@ export class HostContext {
     const ctx = {
       theme: currentTheme(),
       styles: hostStyles(),
-      displayMode: modes.mode,
-      availableDisplayModes: MODES.slice(),
+      displayMode: modes.reported(),
+      availableDisplayModes: modes.hostModes(),
       containerDimensions: frame.dimensions(),
       locale: locale(),
       timeZone: timeZone(),

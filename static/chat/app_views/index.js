@@ -30,6 +30,9 @@ import { AppView } from "./app_view.js";
 import { currentTheme } from "./host_context.js";
 import { forCall, liveAppViews, viewForContainer } from "./registry.js";
 import { dataOf } from "./rpc.js";
+import { sidePane } from "./side_pane.js";
+
+export { sidePane };
 
 window.addEventListener("message", (event) => {
   if (!event.source) return;
@@ -121,6 +124,7 @@ export function mountAppView(container, call, client) {
   subscribe(client);
   const view = new AppView(container, call, client);
   liveAppViews.push(view);
+  sidePane.adopt(view); // the member's pinned view opens in the side pane
   view.start();
   return view;
 }
@@ -134,6 +138,7 @@ export function unmountAppView(container) {
 export const appViewsDebugApi = {
   unmount: unmountAppView,
   list: () => liveAppViews.map((v) => v.summary()),
+  pane: () => sidePane.summary(),
   setDisplayMode(toolCallId, mode) {
     let result = null;
     forCall(toolCallId, (v) => {

@@ -12,6 +12,7 @@ import { openWhenNear } from "./lazy_open.js";
 import { permissionPrompt } from "./permissions.js";
 import { liveAppViews, nextHostRequestId } from "./registry.js";
 import { clamp, normalizeError, originOf, request } from "./rpc.js";
+import { sidePane } from "./side_pane.js";
 
 // Errors a retry cannot fix: no "Try again" button.
 const FINAL_ERRORS = ["not_found", "no_view", "view_not_supported", "forbidden", "scope_mismatch", "binding_disabled", "no_binding", "sandbox_misconfigured"];
@@ -64,8 +65,8 @@ export class Lifecycle {
   start() {
     const view = this.view;
     view.frame.showLoading();
-    if (view.modal) {
-      this.open();
+    if (view.modal || view.modes.mode === "split") {
+      this.open(); // a pinned view is on screen in its pane: no lazy open
       return;
     }
     let tries = 0;
@@ -124,7 +125,9 @@ export class Lifecycle {
       prompt: view.modal ? null : permissionPrompt(reply.permissionRequest, { id: view.id, appName: name, client: view.client, onGranted: () => this.remount("permissions changed") }),
       modal: !!view.modal,
     });
+    if (view.modes.mode === "split") view.modes.apply("split", true); // pinned: into its pane
     view.modes.renderButtons();
+    sidePane.stageChanged(view);
     frame.watchSize();
     // The message listener is global and already attached; the frame is known to it from
     // here on, before its src is set (pitfall 3).
@@ -170,9 +173,11 @@ export class Lifecycle {
   removeFrame() {
     const { cards, frame, modes } = this.view;
     cards.closeAll();
-    if (modes.mode !== "inline") modes.apply("inline", true);
+    if (modes.mode !== "inline" && modes.mode !== "split") modes.apply("inline", true);
+    if (modes.mode === "split") sidePane.release(frame.stage); // still pinned: it comes back there
     frame.remove();
     modes.clearButtons();
+    sidePane.stageChanged(this.view);
   }
 
   /** The proxy page is up: it gets the document (sandbox-resource-ready). */
@@ -249,6 +254,7 @@ export class Lifecycle {
       this.removeFrame();
       const i = liveAppViews.indexOf(view);
       if (i >= 0) liveAppViews.splice(i, 1);
+      if (view.modes.mode === "split") sidePane.hidden(view, "server"); // gone from the page; the pin stays
     });
   }
 

@@ -1,6 +1,8 @@
 /* A message → its timeline entry (the same DOM for the reload and the live path). */
 import { h, icon, logoMark } from "../dom.js";
 import { dayKey, formatDay, formatFull, formatTime, hueClass, initials, toDate } from "../format.js";
+import { renderMessageFiles } from "./files.js";
+import { renderMessageResources } from "./message_resources.js";
 
 export function authorName(msg) {
   if (msg.author && msg.author.name) return msg.author.name;
@@ -47,6 +49,10 @@ export function renderMessageBody(msg) {
   if (msg.status === "error") {
     body.appendChild(h("p", { class: "msg-error" }, icon("alert"), "This message could not be completed."));
   }
+  const attached = renderMessageResources(msg.resources); // server resources (issue 25)
+  if (attached) body.appendChild(attached);
+  const files = renderMessageFiles(msg); // attached files (render/files.js, issue 26)
+  if (files) body.appendChild(files);
   return body;
 }
 
@@ -62,6 +68,9 @@ export function renderMessage(msg, opts) {
   const header = h("div", { class: "msg-header" }, h("span", { class: "msg-author", text: name }));
   if (!msg.author && msg.role !== "user") {
     header.appendChild(h("span", { class: "tag tag-bot", text: msg.viaToolCall ? "App" : msg.role === "assistant" && name !== "Atrium" ? "AI" : "Bot" }));
+  }
+  if (msg.author && msg.authorLabel && msg.authorLabel.indexOf("prompt ") === 0) {
+    header.appendChild(h("span", { class: "via-tag prompt-tag", attrs: { title: "Posted from a server's prompt" } }, icon("code"), msg.authorLabel));
   }
   if (msg.viaToolCall) {
     const appName = (opts.appName && opts.appName(msg.viaToolCall)) || "an app";

@@ -42,7 +42,37 @@ const ERROR_TITLES = {
   approval_expired: "The approval request expired",
   server_not_found: "There is no such server",
   internal_error: "Something went wrong on our side",
+  task_expired: "The server forgot this task before its result was fetched",
+  task_unsupported: "The server doesn't run this tool as a task",
+  task_failed: "The tool's task failed",
 };
+
+/* A call run as an MCP task (chat.calls.mcp_tasks): the server's status, stored with the
+   call so a reload shows the same line. */
+const TASK_LABELS = {
+  submitted: "Starting…",
+  working: "Working…",
+  input_required: "Waiting for input",
+  completed: "Completed",
+  failed: "Failed",
+  cancelled: "Cancelled by the server",
+  expired: "Expired",
+};
+
+function renderTaskStatus(call) {
+  const task = call.task;
+  const open = call.status === "running";
+  let label = TASK_LABELS[task.status] || String(task.status);
+  if (task.status === "cancelled" && call.status === "cancelled") label = "Cancel confirmed by the server";
+  const text = ["Server task", label];
+  if (task.statusMessage && (open || task.status === "cancelled")) text.push(task.statusMessage);
+  return h(
+    "div",
+    { class: "tc-task task-" + task.status, data: { taskStatus: task.status }, attrs: { role: "status" } },
+    open ? h("span", { class: "spinner spinner-xs", attrs: { "aria-hidden": "true" } }) : icon("info"),
+    h("span", { class: "progress-label", text: text.join(" · ") })
+  );
+}
 
 function isToolError(call) {
   return !!(call.result && call.result.meta && call.result.meta.isError);
@@ -57,6 +87,7 @@ function renderStatusPill(call) {
     cls = "error";
   }
   const pill = h("span", { class: "status-pill status-" + cls, data: { status: call.status } });
+  if (call.status === "running" && call.task) label = call.task.status === "input_required" ? "Waiting for input" : "Working…";
   if (call.status === "running") pill.appendChild(h("span", { class: "spinner spinner-xs", attrs: { "aria-hidden": "true" } }));
   else if (st.icon) pill.appendChild(icon(cls === "error" ? "x" : st.icon));
   pill.appendChild(document.createTextNode(label));
@@ -180,6 +211,7 @@ export function renderToolCall(call, opts) {
   card.appendChild(header);
 
   if (call.status === "running" && (call.progress || opts.showIndeterminate)) card.appendChild(renderProgress(call.progress));
+  if (call.task) card.appendChild(renderTaskStatus(call));
 
   if (call.approval && (call.status === "awaiting_approval" || call.approval.status !== "pending")) {
     card.appendChild(renderApproval(call, opts));
