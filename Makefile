@@ -31,9 +31,11 @@ nginx:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nginx >/dev/null; }
 
-# Third-party MCP servers from npm (into tools/mcp-servers/node_modules, git-ignored).
+# Third-party MCP servers from npm (into tools/mcp-servers/node_modules, git-ignored), and
+# the MCP conformance suite with its Node 22 (tools/conformance; tests/conformance).
 mcp-servers:
 	@bash tools/install-mcp-servers.sh
+	@bash tools/install-conformance.sh
 
 run: $(STAMP)
 	@bash scripts/run.sh

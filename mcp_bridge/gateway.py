@@ -92,7 +92,9 @@ def _grant_for(server: McpServer, user_id: int | None):
     return grant_for(server=server, user_id=user_id)
 
 
-async def _spec(server: McpServer, *, user_id: int | None = None) -> ServerSpec:
+async def _spec(
+    server: McpServer, *, user_id: int | None = None, unsigned: bool = True
+) -> ServerSpec:
     """The spec to reach ``server`` on behalf of ``user_id`` (None: anyone's grant will do,
     for listings and UI resources). With no grant, a spec without one: a server that lists
     its tools to anyone is read before anyone connects (sign-in on demand), and one that
@@ -103,14 +105,19 @@ async def _spec(server: McpServer, *, user_id: int | None = None) -> ServerSpec:
         return spec_for(server)
     grant = await _grant_for(server, user_id)
     if grant is None:
+        if not unsigned:
+            shared = server.auth_mode == AuthMode.OAUTH_SHARED
+            raise AuthorizationRequired(server.name, slug=server.slug, shared=shared)
         return oauth.unsigned_spec(server)
     return oauth.spec_with_grant(server, grant)
 
 
 async def server_spec(server: McpServer, *, user_id: int | None = None) -> ServerSpec:
     """The spec for requests made on behalf of ``user_id`` (their grant on a per-member
-    OAuth server, the shared one on a shared server; plain config otherwise)."""
-    return await _spec(server, user_id=user_id)
+    OAuth server, the shared one on a shared server; plain config otherwise).
+    ``AuthorizationRequired`` when there is no grant (these callers map errors
+    themselves; listings and calls through this module are tried without one)."""
+    return await _spec(server, user_id=user_id, unsigned=False)
 
 
 def _signed_in_error(spec: ServerSpec, server: McpServer, exc: BridgeError) -> BridgeError:
@@ -298,11 +305,11 @@ async def ui_resource(server: McpServer, uri: str, *, refresh: bool = True) -> U
             return cached
     try:
         read = await manager().read_resource(spec, uri)
-    except BridgeError:
+    except BridgeError as exc:
         cached = await _latest_resource(server, uri)
         if cached is not None:
             return cached  # the last good version beats no view at all
-        raise
+        raise _signed_in_error(spec, server, exc) from None
     listing_meta = await _listing_meta(spec, uri)
     return await database_sync_to_async(ui_resource_store)(
         server=server, uri=uri, read_result=read, listing_meta=listing_meta
@@ -323,7 +330,11 @@ async def _listing_meta(spec, uri: str) -> dict[str, Any] | None:
 
 
 async def read_resource(server: McpServer, uri: str) -> dict[str, Any]:
-    return await manager().read_resource(await _spec(server), uri)
+    spec = await _spec(server)
+    try:
+        return await manager().read_resource(spec, uri)
+    except BridgeError as exc:
+        raise _signed_in_error(spec, server, exc) from None
 
 
 # ---- tool calls run as MCP tasks (chat.calls.mcp_tasks; docs/mcp-client.md) -----------

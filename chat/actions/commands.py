@@ -125,9 +125,10 @@ async def dispatch_command(ctx: ActionContext, message: Message) -> bool:
         await thread_catalogues_ensure(thread=ctx.thread)
         reply = await database_sync_to_async(_tools_text)(ctx)
     elif command == "/prompt":
-        reply = await _prompt(ctx, text)
-        if reply is None:
+        refusal = await _prompt(ctx, text)
+        if refusal is None:
             return True
+        reply = refusal
     elif command == "/call":
         try:
             server, tool, arguments = parse_call(text)

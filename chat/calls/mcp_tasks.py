@@ -15,7 +15,8 @@ The poller says it is alive on every check (``task_polled_at``); the beat sweep 
 task whose poller went quiet (``tool_call_tasks_stalled``). A cancelled call (the card's
 Cancel, from any process) is seen at the next check and ``tasks/cancel`` goes to the server.
 ``input_required``: the call shows it waits for input, and ``tasks/result`` is opened so the
-server can deliver its question (``server_request_handler``).
+server can deliver its question, which becomes the elicitation card of ``chat.server_requests``
+(``server_request_handler``).
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ from chat.calls.cancel import tool_call_cancel
 from chat.calls.emit import call_emit
 from chat.calls.finish import tool_call_fail, tool_call_finish
 from chat.models import ToolCall, ToolCallStatus
+from chat.server_requests.handler import CallServerRequests, server_request_handler_for
 from mcp_bridge import gateway
 from mcp_bridge.connections import TaskNotFound, TaskUnsupported
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import Tool
-from mcp_bridge.server_requests import InboundRequestHandler
 
 log = logging.getLogger(__name__)
 
@@ -258,14 +259,11 @@ def tool_calls_tasks_stalled(*, now: Any = None) -> QuerySet[ToolCall]:
 # ---- the driver (runs in the worker's event loop: chat.calls.task_jobs) -----------------
 
 
-def server_request_handler(call: ToolCall) -> InboundRequestHandler | None:
-    """Who answers the server's requests (the elicitation of an ``input_required`` task)
-    that arrive while ``tasks/result`` is open.
-
-    HOOK: the elicitation cards (``chat.server_requests``) give a handler per call; wire it
-    here (``server_request_handler_for(call)``). Until then None: the server's request is
-    refused with an error, and a server like server-everything goes on with its default."""
-    return None
+def server_request_handler(call: ToolCall) -> CallServerRequests:
+    """Who answers the server's requests that arrive while ``tasks/result`` is open (the
+    elicitation of an ``input_required`` task): the call's own handler, the same cards as
+    an ordinary call's (``chat.server_requests``), for the person the call runs for."""
+    return server_request_handler_for(call)
 
 
 _load = database_sync_to_async(
@@ -345,6 +343,7 @@ async def _drive(call: ToolCall, *, poller: str) -> None:
         await _record(call_id=call.pk, task=task, created=True)
         call.task_poll_interval_ms = task.get("pollInterval")
     task_id = call.task_id
+    answering = server_request_handler(call)
     result_job: asyncio.Task[dict[str, Any]] | None = None
     next_poll = 0.0
     status = ""
@@ -380,7 +379,7 @@ async def _drive(call: ToolCall, *, poller: str) -> None:
                             task_id,
                             on_behalf_of=who,
                             timeout=RESULT_TIMEOUT_SECONDS,
-                            on_server_request=server_request_handler(call),
+                            on_server_request=answering,
                         )
                     )
             wait = min(CHECK_EVERY_SECONDS, max(0.0, next_poll - time.monotonic()))
@@ -391,6 +390,7 @@ async def _drive(call: ToolCall, *, poller: str) -> None:
     finally:
         if result_job is not None and not result_job.done():
             result_job.cancel()
+        await answering.close()  # a question still open expires with the call
 
 
 async def _fail_task(call: ToolCall, task: dict[str, Any], started: Any) -> None:

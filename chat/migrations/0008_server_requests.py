@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0006_sealed_provider_key'),  # the lead linearises: main's latest is 0007
+        ('chat', '0007_thread_layout'),  # the lead linearises: main's latest is 0007
         ('mcp_bridge', '0004_tool_schema_bounds'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0007_thread_layout'),
+        ('chat', '0008_server_requests'),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0006_sealed_provider_key"),
+        ("chat", "0009_tool_call_tasks"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('chat', '0007_thread_layout'),  # the lead linearises (other helpers add chat migrations too)
+        ('chat', '0010_attachments'),  # the lead linearises (other helpers add chat migrations too)
         ('mcp_bridge', '0004_tool_schema_bounds'),
     ]
 

@@ -9,7 +9,6 @@ retried once after they are finished. Whatever is still pending when the call en
 
 from __future__ import annotations
 
-import importlib
 import secrets
 from typing import Any
 
@@ -26,6 +25,7 @@ from mcp_bridge.server_requests import USER_REJECTED, InboundRequest, InboundReq
 
 from . import waiting
 from .models import ServerRequestKind, ServerRequestStatus
+from .sampling import SamplingFailed, sampling_run
 from .services import (
     Opened,
     ServerRequestRefused,
@@ -141,15 +141,17 @@ class CallServerRequests:
                 )
         else:
             waiting.release(key)
-        # Written by the sampling part of issue 25 (chat/server_requests/sampling.py).
-        sampling = importlib.import_module("chat.server_requests.sampling")
         try:
             return dict(
-                await sampling.sampling_run(
-                    thread=call.thread, server=call.server, params=opened.row.params
+                await sampling_run(
+                    thread=call.thread,
+                    server=call.server,
+                    params=opened.row.params,
+                    actor_user_id=call.requested_by_id,
+                    request_ref=opened.row.pk,
                 )
             )
-        except sampling.SamplingFailed as exc:
+        except SamplingFailed as exc:
             await _fail(request_id=opened.row.pk, reason=str(exc))
             raise InboundRequestRefused(str(exc)) from None
 

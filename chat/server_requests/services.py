@@ -7,6 +7,7 @@ into a stored row or event (a form's values are not kept: only its field names).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import timedelta
@@ -374,7 +375,7 @@ def server_request_complete(
             )
             _emit(row)
             message = {"status": row.status, "result": {"action": "accept"}, "completed": True}
-            transaction.on_commit(lambda key=key, message=message: waiting.deliver(key, message))
+            transaction.on_commit(functools.partial(waiting.deliver, key, message))
         done.append(row)
     return done
 
@@ -431,3 +432,15 @@ def request_state(*, request_id: int) -> dict[str, Any] | None:
         "completed": row.completed_at is not None,
         "fromState": True,
     }
+
+
+def server_requests_expire_due(*, grace_seconds: float = 30.0, limit: int = 200) -> int:
+    """Expire pending requests past their time whose waiting call is gone (its process
+    stopped): for a beat sweep. Returns how many were expired."""
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    due = ServerRequest.objects.filter(
+        status=ServerRequestStatus.PENDING, expires_at__lt=cutoff
+    ).values_list("pk", flat=True)[:limit]
+    return sum(
+        1 for pk in list(due) if server_request_expire(request_id=pk, reason="expired") is not None
+    )

@@ -7,6 +7,7 @@
   integer with a default, SEP-1034), a role (an enum with titles) and a newsletter yes/no.
 - ``ask_url`` — a web page to open (URL mode); when the person says they are done, the tool
   tells the client the page is finished (``notifications/elicitation/complete``).
+- ``ask_model`` — asks the client's model a question (sampling; the person approves it).
 - ``needs_url`` — refuses its first call with ``URLElicitationRequired`` (-32042) naming a
   page to finish; the call after that succeeds.
 
@@ -19,16 +20,22 @@ import argparse
 import contextlib
 import itertools
 import os
+import warnings
 from typing import Any, Final
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import NoBackChannelError, UrlElicitationRequiredError
 from mcp.types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitRequestURLParams,
     ElicitResult,
     InputRequiredResult,
+    SamplingMessage,
+    TextContent,
     ToolAnnotations,
 )
 
@@ -168,6 +175,34 @@ async def needs_url() -> str:
             )
         ]
     )
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def ask_model(ctx: Context, question: str = "Say hello.") -> str | InputRequiredResult:
+    """Ask the client's model a question (sampling: the person approves it first)."""
+    params = CreateMessageRequestParams(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+        system_prompt="Answer in one short line.",
+        max_tokens=60,
+    )
+    answered = (ctx.input_responses or {}).get("model")
+    if not isinstance(answered, CreateMessageResult):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # sampling is deprecated in 2026 (SEP-2577)
+                answered = await ctx.request_context.session.create_message(
+                    params.messages,
+                    max_tokens=params.max_tokens,
+                    system_prompt=params.system_prompt,
+                    related_request_id=ctx.request_id,
+                )
+        except NoBackChannelError:
+            return InputRequiredResult(
+                input_requests={"model": CreateMessageRequest(params=params)}
+            )
+    content = answered.content
+    text = content.text if isinstance(content, TextContent) else "(no text)"
+    return f"The model says: {text}"
 
 
 def main(argv: list[str] | None = None) -> None:

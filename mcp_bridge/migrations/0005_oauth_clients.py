@@ -9,7 +9,7 @@ import mcp_bridge.sealed_fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_bridge", "0006_server_log"),  # TEMP for local runs: 0004 in the report
+        ("mcp_bridge", "0006_server_log"),
     ]
 
     operations = [

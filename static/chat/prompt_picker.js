@@ -15,7 +15,7 @@ function open() {
   ui.root.hidden = false;
   ui.btn.setAttribute("aria-expanded", "true");
   ui.search.value = "";
-  ui.search.hidden = false;
+  ui.search.parentElement.hidden = false;
   load();
   ui.search.focus();
 }
@@ -66,9 +66,9 @@ function choose(p) {
   const fields = (p.arguments || []).filter((a) => a && a.name);
   if (!fields.length) return use(p, {});
   ui.list.textContent = "";
-  ui.search.hidden = true;
+  ui.search.parentElement.hidden = true;
   const built = argumentForm(p.server, { type: "ref/prompt", name: p.name }, p.title || p.name, p.server + "." + p.name, fields, "Post prompt", (values) => use(p, values), function () {
-    ui.search.hidden = false;
+    ui.search.parentElement.hidden = false;
     render();
   });
   ui.list.appendChild(built.form);

@@ -29,7 +29,7 @@ function open() {
   ui.root.hidden = false;
   ui.btn.setAttribute("aria-expanded", "true");
   ui.search.value = "";
-  ui.search.hidden = false;
+  ui.search.parentElement.hidden = false;
   load();
   ui.search.focus();
 }
@@ -92,7 +92,7 @@ function choose(e) {
   if (e.kind !== "templates") return add(e, e.uri);
   const fields = variables(e.uriTemplate).map((n) => ({ name: n, required: true, description: "" }));
   ui.list.textContent = "";
-  ui.search.hidden = true;
+  ui.search.parentElement.hidden = true;
   const built = argumentForm(e.server, { type: "ref/resource", uri: e.uriTemplate }, e.name || e.uriTemplate, e.uriTemplate, fields, "Attach", function (values) {
     const uri = e.uriTemplate.replace(/\{[^}]+\}/g, function (m) {
       const n = m.slice(1, -1).replace(/^[+#./;?&]/, "").replace(/\*$|:\d+$/, "");
@@ -100,7 +100,7 @@ function choose(e) {
     });
     add(e, uri);
   }, function () {
-    ui.search.hidden = false;
+    ui.search.parentElement.hidden = false;
     render();
   });
   ui.list.appendChild(built.form);

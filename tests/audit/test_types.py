@@ -22,7 +22,7 @@ def test_event_types_are_numbered_in_their_ranges() -> None:
     for name, category in expected_category.items():
         assert AuditEventType[name].category is category
     for member in AuditEventType:
-        assert 100 <= member.value < 900
+        assert 100 <= member.value < 1000  # 9xx: server requests to a person (issue 25)
         assert member.label and member.label[0].isupper()
 
 
@@ -78,6 +78,12 @@ def test_event_type_values_and_labels_are_unique() -> None:
         ("OAUTH_CALLBACK_REJECTED", 804),
         ("OAUTH_CALL_AUTHORIZED", 810),
         ("OAUTH_AUTHORIZATION_REQUIRED", 811),
+        ("SERVER_REQUEST_OPENED", 900),
+        ("SERVER_REQUEST_ANSWERED", 901),
+        ("SERVER_REQUEST_EXPIRED", 902),
+        ("SERVER_REQUEST_REFUSED", 903),
+        ("SERVER_REQUEST_COMPLETED", 904),
+        ("SAMPLING_ALLOWANCE_CREATED", 905),
         ("POLICY_CHANGED", 610),
         ("MEDIA_STAGED", 700),
         ("MEDIA_READY", 701),

@@ -140,6 +140,8 @@ def test_a_form_is_answered_by_its_person_while_another_member_waits(
         "Waiting for Olivia Park to answer Asks’s question", timeout=WAIT
     )
     expect(others.locator("form")).to_have_count(0)
+    others.scroll_into_view_if_needed()
+    shots(marco, others, screenshots, "waiting")
 
     card.locator("input[name=name]").fill("Ana")
     card.locator("input[name=email]").fill("not-an-email")

@@ -82,7 +82,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     password = "pw-" + secrets.token_urlsafe(10)
     command, *args = third_party.SERVERS["everything"].command("stdio")
     seeded = json.loads(
-        server.shell(SEED.format(password=password, llm_url=llm.base_url, command=command, args=args))
+        server.shell(
+            SEED.format(password=password, llm_url=llm.base_url, command=command, args=args)
+        )
         .strip()
         .splitlines()[-1]
     )
@@ -139,7 +141,9 @@ def test_prompt_posted_via_picker(browser: Any, world: World) -> None:
     page.screenshot(path=f"{SHOTS}/prompts-picker-light.png")
     picker.locator("button[type=submit]").click()
 
-    posted = page.locator(".msg-entry", has_text="Please promote Eve to the head of the Sales team.")
+    posted = page.locator(
+        ".msg-entry", has_text="Please promote Eve to the head of the Sales team."
+    )
     expect(posted).to_be_visible()
     expect(posted.locator(".prompt-tag")).to_have_text("prompt everything.completable-prompt")
     expect(page.locator(".msg-entry.role-assistant", has_text="Eve it is.")).to_be_visible()

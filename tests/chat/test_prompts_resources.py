@@ -5,6 +5,7 @@ OpenAI-compatible server. Pure shaping in chat.server_context.content has plain 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from channels.db import database_sync_to_async
@@ -94,14 +95,11 @@ def llm():
 
 @pytest.fixture
 def everything(personas):
-    import shlex
-
     command, *args = third_party.SERVERS["everything"].command("stdio")
     server = factories.McpServerFactory(
         name="Everything", slug="everything", command=command, args=args
     )
     factories.AppBindingFactory(server=server, workspace=personas.workspace)
-    assert shlex.join([command, *args])
     return server
 
 
@@ -126,7 +124,9 @@ async def _ask(communicator, payload: dict, rid: str) -> dict:
 def _message_event(predicate):
     def match(frame) -> bool:
         return (
-            frame.get("type") == "event" and frame.get("kind") == "message" and predicate(frame["data"])
+            frame.get("type") == "event"
+            and frame.get("kind") == "message"
+            and predicate(frame["data"])
         )
 
     return match
@@ -180,7 +180,11 @@ async def test_prompt_listed_completed_and_posted(personas, everything, ws_conne
 async def test_slash_prompt_posts_and_viewer_is_refused(personas, everything, ws_connect) -> None:
     ws = await open_socket(ws_connect, personas.member, personas.thread)
     await ws.send_json_to(
-        {"type": "message.post", "text": '/prompt everything.args-prompt city="New York"', "rid": "p"}
+        {
+            "type": "message.post",
+            "text": '/prompt everything.args-prompt city="New York"',
+            "rid": "p",
+        }
     )
     event = await next_frame(
         ws, _message_event(lambda m: m["text"] == "What's weather in New York?"), timeout=60
@@ -201,9 +205,9 @@ async def test_slash_prompt_posts_and_viewer_is_refused(personas, everything, ws
 
 @pytest.fixture
 def loose_server():
-    import sys
-
-    return factories.McpServerFactory(name="Loose", slug="loose", command=sys.executable, args=["-V"])
+    return factories.McpServerFactory(
+        name="Loose", slug="loose", command=sys.executable, args=["-V"]
+    )
 
 
 @pytest.mark.django_db(transaction=True)

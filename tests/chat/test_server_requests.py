@@ -348,3 +348,114 @@ def test_a_schema_that_is_not_a_form_and_a_javascript_url_are_refused(personas) 
         )
     assert url.value.code == "bad_url"
     assert AuditEvent.objects.filter(event_type=AuditEventType.SERVER_REQUEST_REFUSED).count() == 2
+
+
+# ---- sampling: the consent card, then the workspace's model -------------------------
+
+
+@pytest.fixture
+def model_workspace(personas):
+    from tests.chat.fake_llm import FakeLLM
+
+    with FakeLLM("openai") as fake:
+        workspace = personas.workspace
+        workspace.provider = "openai"
+        workspace.model = "fake-model"
+        workspace.provider_base_url = fake.base_url
+        workspace.provider_api_key = "sk-test-sampling"
+        workspace.save()
+        yield fake
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+async def test_sampling_asks_consent_once_then_is_allowed_in_the_thread(
+    personas, asks_server, model_workspace, ws_connect, close_connections
+):
+    from tests.chat.fake_llm import openai_text
+
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    member = await open_socket(ws_connect, personas.member, personas.thread)
+    model_workspace.push(openai_text("Hello from the model"))
+    await owner.send_json_to({"type": "message.post", "text": "/call asks.ask_model"})
+    card = (await next_frame(member, request_event("pending", "sampling")))["data"]
+    assert card["sampling"]["maxTokens"] == 60
+    assert card["sampling"]["systemPrompt"] == "Answer in one short line."
+    assert card["sampling"]["messages"][0]["content"]["text"] == "Say hello."
+    assert not model_workspace.bodies()  # nothing reaches the model before consent
+    refused = await _send(
+        member, "m1", type="serverrequest.answer", requestId=card["id"], answer="accept"
+    )
+    assert not refused["ok"]
+    ok = await _send(
+        owner,
+        "o1",
+        type="serverrequest.answer",
+        requestId=card["id"],
+        answer="accept",
+        remember="thread",
+    )
+    assert ok["ok"], ok
+    done = await next_frame(owner, toolcall_event("success", "ask_model"))
+    assert done["data"]["result"]["parts"][0]["text"] == "The model says: Hello from the model"
+
+    # Allowed in this thread: the next request runs without a card (audited as allowed).
+    model_workspace.push(openai_text("Again"))
+    await owner.send_json_to({"type": "message.post", "text": "/call asks.ask_model"})
+    again = await next_frame(owner, request_event(None, "sampling"))
+    assert again["data"]["status"] == "accepted" and again["data"]["outcome"]["allowance"]
+    done = await next_frame(owner, toolcall_event("success", "ask_model"))
+    assert done["data"]["result"]["parts"][0]["text"] == "The model says: Again"
+    granted = await database_sync_to_async(_events)({AuditEventType.SAMPLING_ALLOWANCE_CREATED})
+    assert [r.actor_user_id for r in granted] == [personas.owner.pk]
+    await owner.disconnect()
+    await member.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+async def test_a_rejected_sampling_request_reaches_no_model(
+    personas, asks_server, model_workspace, ws_connect, close_connections
+):
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    await owner.send_json_to({"type": "message.post", "text": "/call asks.ask_model"})
+    card = (await next_frame(owner, request_event("pending", "sampling")))["data"]
+    reply = await _send(
+        owner, "o1", type="serverrequest.answer", requestId=card["id"], answer="decline"
+    )
+    assert reply["ok"]
+    done = await next_frame(owner, toolcall_event(None, "ask_model"))
+    while done["data"]["status"] == "running":
+        done = await next_frame(owner, toolcall_event(None, "ask_model"))
+    assert "rejected" in json.dumps(done["data"]).lower()
+    assert not model_workspace.bodies()
+    await owner.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_left_pending_past_its_time_is_expired_by_the_sweep(personas) -> None:
+    from chat.server_requests.models import ServerRequest
+    from chat.server_requests.services import server_requests_expire_due
+
+    call = factories.ToolCallFactory(
+        thread=personas.thread, requested_by=personas.owner, status="running"
+    )
+
+    def pending(minutes: int) -> ServerRequest:
+        return ServerRequest.objects.create(
+            kind="elicitation_form",
+            thread=personas.thread,
+            workspace_id=personas.workspace.pk,
+            tool_call=call,
+            server=call.server,
+            for_user=personas.owner,
+            expires_at=timezone.now() + timedelta(minutes=minutes),
+        )
+
+    late, current = pending(-5), pending(5)
+    assert server_requests_expire_due() == 1
+    late.refresh_from_db()
+    current.refresh_from_db()
+    assert (late.status, current.status) == ("expired", "pending")
+    row = AuditEvent.objects.get(event_type=AuditEventType.SERVER_REQUEST_EXPIRED)
+    assert row.extra["serverRequest"] == late.pk

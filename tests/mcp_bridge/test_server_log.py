@@ -29,7 +29,9 @@ async def close_connections():
 @pytest.fixture
 def everything(db):
     command, *args = third_party.SERVERS["everything"].command("stdio")
-    return factories.McpServerFactory(name="Everything", slug="everything", command=command, args=args)
+    return factories.McpServerFactory(
+        name="Everything", slug="everything", command=command, args=args
+    )
 
 
 @pytest.fixture
