@@ -25,7 +25,7 @@ from mcp_bridge.normalize import describe_part
 from .models import ToolCall
 
 TOKEN_SALT = "atrium.view-token"
-SUPPORTED_FLAVORS = {"mcp-app", "html", "url", "skybridge"}
+SUPPORTED_FLAVORS = {"mcp-app", "html", "url", "skybridge", "remote-dom"}
 
 
 @dataclass(frozen=True)

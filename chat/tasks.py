@@ -11,6 +11,7 @@ from celery import shared_task
 from bindings.services.approvals import approval_expire_due
 
 from .calls.finish import tool_call_fail_orphaned
+from .server_requests.services import server_requests_expire_due
 from .services import turn_lease
 
 
@@ -30,3 +31,9 @@ def reap_turn_leases() -> int:
 def fail_orphaned_tool_calls() -> int:
     """Running tool calls whose process died end visibly (see chat.calls.runners)."""
     return tool_call_fail_orphaned()
+
+
+@shared_task(ignore_result=True)
+def expire_server_requests() -> int:
+    """A server's question whose waiting call is gone (its process stopped) ends visibly."""
+    return server_requests_expire_due()

@@ -284,9 +284,78 @@ def validate_arguments(arguments: Any, input_schema: Any, *, tool: str | None = 
         warning = f"the tool's input schema could not be applied ({type(exc).__name__})"
         logger.warning("Skipping argument validation for tool %r: %s", tool, warning)
         return [warning]
+    errors = [error for error in errors if not _server_would_coerce(error)]
     if errors:
         raise InvalidArguments([_problem(error) for error in errors], tool=tool)
     return []
+
+
+# ---- the server is the authority on its own schema (docs/view-bridge.md §4c)
+#
+# A host that refuses what the tool's server would accept breaks real apps: forms send
+# every field as text ("7" for an integer field, the ``"{{ field }}"`` pattern), and the
+# servers they talk to coerce it (pydantic's lax mode, zod's ``z.coerce``, FastMCP). So a
+# violation is dropped when the value is a string those servers turn into the expected
+# type: an integer or number written in decimal, ``"true"``/``"false"`` for a boolean —
+# in ``type``, ``enum`` and ``const`` (then compared as the coerced value), and a branch
+# of ``anyOf``/``oneOf`` whose only problems are such strings. The value is passed on
+# unchanged: the server coerces it, and answers any further rule (``minimum``…) itself.
+# Everything else stays a refusal: a value of a JSON type no server coerces (an object
+# for a string), a missing required property (no coercion makes it present: the call
+# is refused before anyone is asked to approve it), extra properties the schema forbids.
+
+_INTEGER_TEXT = re2.compile(r"^\s*[-+]?[0-9]{1,300}\s*$")
+_NUMBER_TEXT = re2.compile(
+    r"^\s*[-+]?([0-9]{1,300}(\.[0-9]{0,300})?|\.[0-9]{1,300})([eE][-+]?[0-9]{1,3})?\s*$"
+)
+# pydantic's lax booleans (zod's z.coerce.boolean takes any string).
+_BOOLEAN_TEXT = {
+    **dict.fromkeys(("true", "t", "yes", "y", "on", "1"), True),
+    **dict.fromkeys(("false", "f", "no", "n", "off", "0"), False),
+}
+
+
+def _coerced(value: Any, wanted: str) -> tuple[bool, Any]:
+    """(True, the value a lax server reads) when ``value`` is text it coerces to ``wanted``."""
+    if not isinstance(value, str) or len(value) > 320:
+        return False, None
+    if wanted == "integer" and _INTEGER_TEXT.match(value):
+        return True, int(value)
+    if wanted == "number" and _NUMBER_TEXT.match(value):
+        return True, float(value)
+    if wanted == "boolean" and value.strip().lower() in _BOOLEAN_TEXT:
+        return True, _BOOLEAN_TEXT[value.strip().lower()]
+    return False, None
+
+
+def _coercions(value: Any) -> list[Any]:
+    found: list[Any] = []
+    for wanted in ("integer", "number", "boolean"):
+        ok, coerced = _coerced(value, wanted)
+        if ok:
+            found.append(coerced)
+    return found
+
+
+def _server_would_coerce(error: ValidationError, depth: int = 0) -> bool:
+    """Whether ``error`` only says that a string is not yet the number or boolean the
+    server reads it as (bounded: at most 8 nested ``anyOf``/``oneOf``)."""
+    kind, instance, expected = error.validator, error.instance, error.validator_value
+    if kind == "type":
+        types = [expected] if isinstance(expected, str) else list(expected or [])
+        return any(_coerced(instance, t)[0] for t in types if isinstance(t, str))
+    if kind == "enum" and isinstance(expected, list):
+        return any(c in expected for c in _coercions(instance))
+    if kind == "const":
+        return any(c == expected for c in _coercions(instance))
+    if kind in ("anyOf", "oneOf") and error.context and depth < 8:
+        branches: dict[Any, list[ValidationError]] = {}
+        for sub in error.context:
+            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+        return any(
+            all(_server_would_coerce(sub, depth + 1) for sub in subs) for subs in branches.values()
+        )
+    return False
 
 
 # ---- how much work a schema can cause: measured once, when the catalogue is read

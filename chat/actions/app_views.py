@@ -104,8 +104,8 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
     sandbox_origin = sandbox_origin_for(call.server.slug, call.thread.workspace_id)
     meta = resource.meta or {}
     legacy = None
-    if resource.flavor in ("html", "url") or meta.get("preferredFrameSize"):
-        part = next((p for p in (call.result or {}).get("parts", []) if p.get("type") == "ui"), {})
+    part = next((p for p in (call.result or {}).get("parts", []) if p.get("type") == "ui"), {})
+    if resource.flavor in ("html", "url", "remote-dom") or meta.get("preferredFrameSize"):
         legacy = {
             "preferredFrameSize": part.get("preferredFrameSize"),
             "initialRenderData": part.get("initialRenderData"),
@@ -118,6 +118,8 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
         if resource.flavor == "url"
         else reverse("view-document", args=[resource.content_hash]) + f"?t={token}",
         "flavor": resource.flavor,
+        # remote-dom: MCP-UI's framework=react|webcomponents (docs/compat.md)
+        "framework": part.get("framework") if resource.flavor == "remote-dom" else None,
         "uri": resource.uri,
         "url": resource.text.strip() if resource.flavor == "url" else None,
         "allow": allow,

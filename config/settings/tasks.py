@@ -52,6 +52,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "chat.tasks.expire_approvals",
         "schedule": float(ATRIUM_SWEEP_INTERVAL),
     },
+    "expire-server-requests": {
+        "task": "chat.tasks.expire_server_requests",
+        "schedule": float(ATRIUM_SWEEP_INTERVAL),
+    },
     "reap-turn-leases": {
         "task": "chat.tasks.reap_turn_leases",
         "schedule": float(ATRIUM_SWEEP_INTERVAL),

@@ -433,9 +433,9 @@ async def test_a_rejected_sampling_request_reaches_no_model(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_request_left_pending_past_its_time_is_expired_by_the_sweep(personas) -> None:
+def test_a_request_left_pending_past_its_time_is_expired_by_the_sweep(personas, settings) -> None:
+    from chat import tasks
     from chat.server_requests.models import ServerRequest
-    from chat.server_requests.services import server_requests_expire_due
 
     call = factories.ToolCallFactory(
         thread=personas.thread, requested_by=personas.owner, status="running"
@@ -453,7 +453,10 @@ def test_a_request_left_pending_past_its_time_is_expired_by_the_sweep(personas) 
         )
 
     late, current = pending(-5), pending(5)
-    assert server_requests_expire_due() == 1
+    # Celery beat runs the sweep (the web process that waited for the answer may be gone).
+    scheduled = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert "chat.tasks.expire_server_requests" in scheduled
+    assert tasks.expire_server_requests.apply().get() == 1
     late.refresh_from_db()
     current.refresh_from_db()
     assert (late.status, current.status) == ("expired", "pending")

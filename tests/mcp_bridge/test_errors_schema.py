@@ -190,14 +190,14 @@ def test_valid_arguments_pass() -> None:
 def test_invalid_arguments_raise_with_readable_problems() -> None:
     with pytest.raises(InvalidArguments) as caught:
         validate_arguments(
-            {"query": "", "limit": "3", "filters": [{"x": 1}], "extra": True},
+            {"query": "", "limit": "three", "filters": [{"x": 1}], "extra": True},
             SEARCH_SCHEMA,
             tool="search",
         )
     problems = caught.value.problems
     assert "Additional properties are not allowed ('extra' was unexpected)" in problems
     assert "query: '' should be non-empty" in problems
-    assert "limit: '3' is not of type 'integer'" in problems
+    assert "limit: 'three' is not of type 'integer'" in problems
     assert "filters[0]: 'field' is a required property" in problems
     assert caught.value.details["tool"] == "search"
 
