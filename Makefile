@@ -36,6 +36,7 @@ nginx:
 mcp-servers:
 	@bash tools/install-mcp-servers.sh
 	@bash tools/install-conformance.sh
+	@bash tools/install-compat-venvs.sh  # third-party Python SDKs, one venv each (tests/compat)
 
 run: $(STAMP)
 	@bash scripts/run.sh

@@ -95,6 +95,8 @@ class AuditEventType(IntEnum):
     CATALOGUE_REFRESHED = 210
     UI_RESOURCE_FETCHED = 220
     CSP_DOMAIN_DROPPED = 221
+    # Issue 27: a UI document over the size Atrium accepts (ui_resources), once per version.
+    UI_DOCUMENT_REFUSED = 222
     SANDBOX_PAGE_REFUSED = 230
     SERVERS_IMPORTED = 240
     SERVER_IMPORT_REFUSED = 241
@@ -141,6 +143,13 @@ class AuditEventType(IntEnum):
     VIEW_MESSAGE_SENT = 440
     VIEW_MESSAGE_DISMISSED = 441
     VIEW_MESSAGE_REFUSED = 442  # a Send/Dismiss of a stale, spent or foreign card
+    # Issue 27: draft-spec host features (chat.view_tools, docs/view-bridge.md).
+    VIEW_SAMPLING_REQUESTED = 460  # a view's sampling/createMessage, decided by its binding
+    VIEW_TOOLS_REGISTERED = 461  # a view declared the tools it provides (tools/list)
+    VIEW_TOOL_CALLED = 462  # the model called a tool an open view provides
+    VIEW_TOOLS_WITHDRAWN = 463  # the view closed (or its socket): its tools are gone
+    VIEW_TOOL_ANSWERED = 464  # the view answered the model's call
+    VIEW_TOOL_FAILED = 465  # no view to answer, rejected, timed out or cancelled
 
     # 5xx — approvals
     APPROVAL_REQUESTED = 500
@@ -156,6 +165,9 @@ class AuditEventType(IntEnum):
     ALLOWANCE_REVOKED = 521
     ALLOWANCE_REFUSED = 522  # granting or revoking one was refused
     APPROVAL_DECISION_REFUSED = 523  # someone who may not decide approvals tried to
+    # Issue 27: consent that fits how apps are built.
+    APP_ALLOWANCE_CREATED = 540  # "Allow <app> in this thread": its app-only tools
+    CALL_ARGUMENTS_REFUSED = 541  # arguments refused before an approval was asked
 
     # 6xx — bindings and policies (administration)
     BINDING_CREATED = 600
@@ -253,6 +265,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.RESOURCE_ATTACHED: "Server resource attached to a message",
     AuditEventType.PROMPT_REFUSED: "Server prompt refused",
     AuditEventType.RESOURCE_ATTACH_REFUSED: "Attaching a server resource refused",
+    AuditEventType.UI_DOCUMENT_REFUSED: "UI document refused: larger than Atrium accepts",
     AuditEventType.TOOL_CALL_MODEL: "Tool call by the model",
     AuditEventType.TOOL_CALL_USER: "Tool call by a user",
     AuditEventType.TOOL_CALL_APP: "Tool call by an app view",
@@ -284,6 +297,12 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.VIEW_MESSAGE_SENT: "Message from an app view sent by its member",
     AuditEventType.VIEW_MESSAGE_DISMISSED: "Message from an app view dismissed by its member",
     AuditEventType.VIEW_MESSAGE_REFUSED: "Send or dismissal of an app view's message refused",
+    AuditEventType.VIEW_SAMPLING_REQUESTED: "App view asked to use the workspace's model",
+    AuditEventType.VIEW_TOOLS_REGISTERED: "App view provided tools",
+    AuditEventType.VIEW_TOOL_CALLED: "Model called an app view's tool",
+    AuditEventType.VIEW_TOOLS_WITHDRAWN: "App view's tools withdrawn (view closed)",
+    AuditEventType.VIEW_TOOL_ANSWERED: "App view answered a tool call",
+    AuditEventType.VIEW_TOOL_FAILED: "App view tool call failed",
     AuditEventType.APPROVAL_REQUESTED: "Approval requested",
     AuditEventType.APPROVAL_APPROVED: "Approval granted",
     AuditEventType.APPROVAL_REJECTED: "Approval rejected",
@@ -295,6 +314,8 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.ALLOWANCE_REVOKED: "Allowance revoked",
     AuditEventType.ALLOWANCE_REFUSED: "Allowance refused",
     AuditEventType.APPROVAL_DECISION_REFUSED: "Approval decision refused",
+    AuditEventType.APP_ALLOWANCE_CREATED: "App allowed in a thread (its app-only tools)",
+    AuditEventType.CALL_ARGUMENTS_REFUSED: "Tool call arguments refused before approval",
     AuditEventType.BINDING_CREATED: "App binding created",
     AuditEventType.BINDING_CHANGED: "App binding changed",
     AuditEventType.BINDING_REMOVED: "App binding removed",

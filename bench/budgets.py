@@ -10,6 +10,8 @@ FANOUT_P99_MS = 50.0
 MEDIA_PLACEHOLDER_MS = 200.0
 MEDIA_RSS_GROWTH_MIB = 16.0  # web server: the base64 text streams to a spool file
 MEDIA_WORKER_RATIO = 1.0  # the worker: one decoded copy at most
+UPLOAD_RSS_GROWTH_MIB = 16.0  # a member's upload streams to staging (issue 26)
+UPLOAD_MIN_RATIO = 0.8  # of a plain upload of the same file to a sink, same server
 RENDER_MS = 150.0
 VIEWMOUNT_P50_MS = 500.0
 WORKER_EVENTS_P99_MS = 250.0
@@ -106,6 +108,28 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 and fl["duplicate_events"] == 0
                 and fl["missing_final_events"] == 0
                 and len(fl["sockets_per_web_process"]) == fl["web_processes"],
+            )
+        )
+    up = results.get("upload")
+    if up:
+        out.append(
+            _row(
+                f"{up['megabytes']} MiB upload web server peak RSS",
+                f"+{up['rss_growth_mib']:.1f} MiB",
+                f"file {up['megabytes']} MiB",
+                "streamed to staging",
+                f"<= {UPLOAD_RSS_GROWTH_MIB:g} MiB",
+                up["rss_growth_mib"] <= UPLOAD_RSS_GROWTH_MIB,
+            )
+        )
+        out.append(
+            _row(
+                f"{up['megabytes']} MiB upload throughput",
+                f"{up['upload_mib_per_s']:.0f} MiB/s",
+                f"sink {up['sink_mib_per_s']:.0f} MiB/s",
+                f"x{up['throughput_ratio']:.2f} of a plain upload",
+                f">= {UPLOAD_MIN_RATIO:g}",
+                up["throughput_ratio"] >= UPLOAD_MIN_RATIO,
             )
         )
     md = results.get("media")

@@ -25,6 +25,7 @@ from . import (
     media,
     render,
     roundtrip,
+    upload,
     viewmount,
     worker_events,
 )
@@ -165,6 +166,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             media_server.stop()
             media_server.drop_database()
+    if "upload" in args.only:
+        _log(f"upload: {args.upload_megabytes} MiB through the web process vs a sink")
+        upload_env = {**extra, "ATRIUM_BENCH_ENDPOINTS": "1"}
+        upload_server = BenchAtrium(var_dir=work / "upload-var", extra_env=upload_env).setup()
+        try:
+            upload_seed = seed(upload_server, members=1, threads=1, servers={})
+            upload_server.start()
+            results["upload"] = upload.run(
+                upload_server, upload_seed, work=work, megabytes=args.upload_megabytes
+            )
+        finally:
+            upload_server.stop()
+            upload_server.drop_database()
     if "fleet" in args.only and production:
         _log(f"fleet: {args.fleet_clients} clients through nginx over 3 web processes")
         results["fleet"] = fleet.run(
@@ -200,6 +214,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fleet-clients", type=int, default=600, help="fleet: clients via nginx")
     p.add_argument("--fleet-threads", type=int, default=30, help="fleet: threads they spread over")
     p.add_argument("--megabytes", type=int, default=50)
+    p.add_argument("--upload-megabytes", type=int, default=200, help="upload: MiB")
     p.add_argument("--worker-calls", type=int, default=60, help="worker_events: media results")
     p.add_argument("--view-samples", type=int, default=15, help="viewmount: measured views")
     p.add_argument("--redis-db", type=int, default=13, help="production: layer db (+1 broker)")
@@ -214,6 +229,7 @@ def parser() -> argparse.ArgumentParser:
             "media",
             "render",
             "viewmount",
+            "upload",
             "fleet",
         ],
     )

@@ -27,6 +27,7 @@ from audit.types import AuditEventType, Decision
 
 __all__ = [
     "ALWAYS_BLOCKED_SCHEMES",
+    "APP_TOOLS",
     "DEFAULT_LINK_SCHEMES",
     "DEFAULT_VISIBILITY",
     "MAX_URL_LENGTH",
@@ -61,6 +62,7 @@ __all__ = [
     "event_type_for_action",
     "grantable_scopes",
     "grant_owner",
+    "is_app_only",
     "may_approve",
     "personal_grant_message",
     "risk_label",
@@ -103,6 +105,9 @@ class ActionKind(StrEnum):
     APPS_SDK_OPEN_EXTERNAL = "apps_sdk_open_external"  # openExternal → ui/open-link
     WIDGET_STATE = "widget_state"  # setWidgetState
     APPS_SDK_REQUEST_MODAL = "apps_sdk_request_modal"  # requestModal: the view in a dialog
+    VIEW_SAMPLING = "view_sampling"  # view: sampling/createMessage (draft spec)
+    VIEW_TOOLS_REGISTER = "view_tools_register"  # view: the tools it provides (draft spec)
+    VIEW_TOOL_CALL = "view_tool_call"  # the model → a tool an open view provides
 
     @property
     def audit_event_type(self) -> AuditEventType:
@@ -136,6 +141,9 @@ _EVENT_TYPE_BY_ACTION: Mapping[ActionKind, AuditEventType] = MappingProxyType(
         ActionKind.LEGACY_NOTIFY: AuditEventType.VIEW_LOG_MESSAGE,
         ActionKind.WIDGET_STATE: AuditEventType.WIDGET_STATE_SET,
         ActionKind.APPS_SDK_REQUEST_MODAL: AuditEventType.MODAL_REQUESTED,
+        ActionKind.VIEW_SAMPLING: AuditEventType.VIEW_SAMPLING_REQUESTED,
+        ActionKind.VIEW_TOOLS_REGISTER: AuditEventType.VIEW_TOOLS_REGISTERED,
+        ActionKind.VIEW_TOOL_CALL: AuditEventType.VIEW_TOOL_CALLED,
     }
 )
 
@@ -472,13 +480,28 @@ class AllowanceSnap:
         """Whether this allowance applies to a call of ``tool`` under ``binding`` in
         ``thread``. ``owner``: the member whose own sign-in the call spends
         (``grant_owner``); then only an allowance that member granted covers it."""
-        if self.binding_id != binding.id or self.tool_name != tool.name:
+        if self.binding_id != binding.id:
+            return False
+        if self.tool_name != tool.name and not (
+            self.tool_name == APP_TOOLS and self.scope is Scope.THREAD and is_app_only(tool)
+        ):
             return False
         if owner is not None and self.granted_by_id != owner:
             return False
         if self.workspace_id != thread.workspace_id:
             return False
         return self.scope is Scope.WORKSPACE or self.thread_id == thread.id
+
+
+# The allowance behind "Allow <app> in this thread": every tool of the binding's server
+# that only its views can call (``is_app_only``), in one thread (docs/consent.md). Not a
+# valid MCP tool name ("/" is outside the spec's [A-Za-z0-9_.-]).
+APP_TOOLS = "ui/app-tools"
+
+
+def is_app_only(tool: ToolSnap) -> bool:
+    """Whether the server declares ``tool`` callable by its views only (``["app"]``)."""
+    return tool.visibility == frozenset({Visibility.APP.value})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

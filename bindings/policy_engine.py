@@ -114,6 +114,10 @@ _RULES: Mapping[ActionKind, _Rule] = MappingProxyType(
         ActionKind.WIDGET_STATE: _Rule(_APP),
         # A dialog in the viewer's own browser, titled with the app's name by the host.
         ActionKind.APPS_SDK_REQUEST_MODAL: _Rule(_APP, viewer_may=True),
+        # Draft-spec features (chat.view_tools): members only; consent is asked beyond this.
+        ActionKind.VIEW_SAMPLING: _Rule(_APP),
+        ActionKind.VIEW_TOOLS_REGISTER: _Rule(_APP),
+        ActionKind.VIEW_TOOL_CALL: _Rule(_APP),
     }
 )
 

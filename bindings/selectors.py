@@ -220,6 +220,22 @@ def active_allowance(
     return rows[0] if rows else None
 
 
+def app_tools_allowance(
+    binding_id: int, thread: Any, tool: Tool, granted_by_id: Any = None
+) -> Allowance | None:
+    """The thread's "Allow <app> in this thread" (``policy.APP_TOOLS``), for a tool only
+    the app's views can call; None for any other tool."""
+    if not policy.is_app_only(tool_snap(tool, tool.server_id, tool.name)):
+        return None
+    found = active_allowance(
+        binding_id=binding_id,
+        thread=thread,
+        tool_name=policy.APP_TOOLS,
+        granted_by_id=granted_by_id,
+    )
+    return found if found is not None and found.thread_id == thread.pk else None
+
+
 @dataclass(frozen=True)
 class CallAuthority:
     """What deciding one tool call reads: the binding that applies, the tool's policy row
@@ -273,6 +289,8 @@ def call_authority(
             tool_name=tool_name,
             granted_by_id=grant_owner_id,
         )
+        if allowance is None and actor_kind == policy.ActorKind.APP_VIEW:
+            allowance = app_tools_allowance(binding.pk, thread, tool, grant_owner_id)
     return CallAuthority(binding=binding, policy=rule, tool=tool, allowance=allowance)
 
 

@@ -15,6 +15,7 @@ from .layout import models as layout_models  # noqa: F401
 from .media import models as media_models  # noqa: F401
 from .server_context import models as server_context_models  # noqa: F401
 from .server_requests import models as server_request_models  # noqa: F401
+from .view_tools import models as view_tool_models  # noqa: F401
 
 
 class Role(models.TextChoices):

@@ -8,12 +8,19 @@ the proxy writes into its inner frame inherits it.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse
+from django.core.files.storage import default_storage
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from chat.sandbox_hosts import sandbox_label_for
+from mcp_bridge.models import UiResource
+from mcp_bridge.services.ui_resources import ui_document_name
 
 from .app_view_bridge import SUPPORTED_FLAVORS, effective_csp, read_view_token
 from .models import ToolCall
@@ -72,3 +79,56 @@ def sandbox_proxy(request: HttpRequest, token: str) -> HttpResponse:
     response["Cache-Control"] = "no-store"
     response.xframe_options_exempt = True  # framing is governed by frame-ancestors above
     return response
+
+
+# ---- the view's document, on the app origin (``chat.views.view_document`` checks access)
+#
+# A document is stored once by content hash (``mcp_bridge.services.ui_resources``) and sent
+# from storage in chunks by an *async* iterator: a 7 MB single-file app costs this process
+# one chunk at a time, never the whole document per request (Django consumes a sync
+# iterator, FileResponse's included, with ``sync_to_async(list)`` under ASGI).
+
+DOCUMENT_CHUNK = 256 * 1024
+DOCUMENT_HEADERS = {
+    "Cache-Control": "private, max-age=31536000, immutable",
+    "X-Content-Type-Options": "nosniff",
+    # Data for the proxy, never rendered by the app origin.
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+}
+
+
+def view_document_response(request: HttpRequest, resource: UiResource) -> HttpResponseBase:
+    """The document of ``resource`` as ``text/plain`` (ETag: its content hash): from
+    storage, streamed; a version stored before documents went to storage, from its row."""
+    etag = f'"{resource.content_hash}"'
+    if etag in request.headers.get("If-None-Match", ""):
+        response: HttpResponseBase = HttpResponse(status=304)
+    else:
+        name = ui_document_name(resource.content_hash)
+        try:
+            size = default_storage.size(name)
+        except OSError:
+            size = -1
+        if size >= 0:
+            response = StreamingHttpResponse(
+                _read_document(name), content_type="text/plain; charset=utf-8"
+            )
+            response["Content-Length"] = str(size)
+        else:
+            text = UiResource.objects.filter(pk=resource.pk).values_list("text", flat=True).first()
+            if not text:
+                raise Http404("Unknown or expired view.")
+            response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    for key, value in DOCUMENT_HEADERS.items():
+        response[key] = value
+    response["ETag"] = etag
+    return response
+
+
+async def _read_document(name: str) -> AsyncIterator[bytes]:
+    handle = await sync_to_async(default_storage.open, thread_sensitive=False)(name, "rb")
+    try:
+        while chunk := await sync_to_async(handle.read, thread_sensitive=False)(DOCUMENT_CHUNK):
+            yield chunk
+    finally:
+        await sync_to_async(handle.close, thread_sensitive=False)()

@@ -10,6 +10,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -24,6 +25,7 @@ from . import services
 from .app_view_bridge import read_view_token
 from .layout.selectors import thread_layout_for
 from .models import Thread, ToolCall, Workspace
+from .sandbox_views import view_document_response
 from .selectors import membership_for, thread_snapshot, threads_for, workspaces_for
 
 
@@ -109,7 +111,7 @@ def thread_detail(request: HttpRequest, slug: str, thread_id: int) -> HttpRespon
 
 
 @login_required
-def view_document(request: HttpRequest, content_hash: str) -> HttpResponse:
+def view_document(request: HttpRequest, content_hash: str) -> HttpResponseBase:
     """A view's HTML, for the host page to hand to the sandbox proxy (never rendered here)."""
 
     claims = read_view_token(request.GET.get("t"))
@@ -121,14 +123,14 @@ def view_document(request: HttpRequest, content_hash: str) -> HttpResponse:
         or membership_for(user=request.user, workspace_id=call.thread.workspace_id) is None
     ):
         raise Http404("Unknown or expired view.")
-    resource = UiResource.objects.filter(pk=call.ui_resource_id, content_hash=content_hash).first()
+    resource = (
+        UiResource.objects.filter(pk=call.ui_resource_id, content_hash=content_hash)
+        .defer("text")
+        .first()
+    )
     if resource is None:
         raise Http404("Unknown or expired view.")
-    response = HttpResponse(resource.text, content_type="text/plain; charset=utf-8")
-    response["Cache-Control"] = "private, max-age=31536000, immutable"
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    return response
+    return view_document_response(request, resource)  # streamed from storage
 
 
 @require_POST

@@ -187,6 +187,12 @@ def approval_personal_grant_message(approval: ApprovalRequest) -> str:
     return policy.personal_grant_message(owner_name=name, server_name=approval.server.name)
 
 
+# ``remember`` values: a scope, or "app" — "Allow <app> in this thread", every tool of the
+# app that only its views can call (``policy.APP_TOOLS``; offered on a view's request).
+APP = "app"
+REMEMBER_CHOICES = frozenset({*(scope.value for scope in policy.Scope), APP})
+
+
 def approval_record_decision(
     *,
     approval_id: int,
@@ -200,11 +206,12 @@ def approval_record_decision(
     """A member approves or rejects a pending request. Viewers and outsiders cannot.
 
     ``remember`` (``"thread"`` or ``"workspace"``, with ``approve``): also allow the tool at
-    that scope from now on (an ``Allowance``, created in the same transaction and audited).
+    that scope from now on (an ``Allowance``, created in the same transaction and audited);
+    ``"app"``: allow all the app's app-only tools in this thread (``APP``).
     Who may remember what is ``policy.grantable_scopes``; a refusal is audited and leaves
     the request pending, so the person can still approve it once.
     """
-    if remember and (not approve or remember not in {scope.value for scope in policy.Scope}):
+    if remember and (not approve or remember not in REMEMBER_CHOICES):
         raise BindingError("invalid_message", "Only an approval can be remembered, per scope.")
     refused: BindingError | None = None
     with transaction.atomic():
@@ -308,25 +315,37 @@ def approval_offers(approval: ApprovalRequest, *, role: str | None) -> tuple[str
     (empty: *Approve once* only). Reads the tool's catalogue row and policy afresh."""
     binding = approval.binding
     tool = Tool.objects.filter(server_id=approval.server_id, name=approval.tool_name).first()
+    snap = tool_snap(tool, approval.server_id, approval.tool_name)
     scopes = policy.grantable_scopes(
-        tool=tool_snap(tool, approval.server_id, approval.tool_name),
+        tool=snap,
         policy=policy_snap(binding, approval.tool_name),
         binding=binding_snap(binding),
         role=role,
     )
-    return tuple(str(scope) for scope in scopes)
+    offers = tuple(str(scope) for scope in scopes)
+    if (
+        policy.Scope.THREAD in scopes
+        and approval.requested_by_kind == policy.ActorKind.APP_VIEW
+        and policy.is_app_only(snap)
+    ):
+        # Only the app's views can call it: consent to the app, not tool by tool.
+        offers += (APP,)
+    return offers
 
 
 def _create_allowance(
     approval: ApprovalRequest, *, scope: str, granter: Any, actor_label: str
 ) -> Allowance:
     """Remember the consent just given (the caller holds the approval's lock). An active
-    allowance of the same tool at the same scope is reused, not duplicated."""
-    thread_id = approval.thread_id if scope == policy.Scope.THREAD else None
+    allowance of the same tool at the same scope is reused, not duplicated. ``APP``: the
+    thread's allowance of the app's app-only tools (``policy.APP_TOOLS``)."""
+    app = scope == APP
+    tool_name = policy.APP_TOOLS if app else approval.tool_name
+    thread_id = approval.thread_id if scope in (policy.Scope.THREAD, APP) else None
     workspace_id = approval.binding.workspace_id
     active = Allowance.objects.select_for_update().filter(
         binding_id=approval.binding_id,
-        tool_name=approval.tool_name,
+        tool_name=tool_name,
         workspace_id=workspace_id,
         thread_id=thread_id,
         revoked_at__isnull=True,
@@ -342,18 +361,18 @@ def _create_allowance(
         binding=approval.binding,
         workspace_id=workspace_id,
         thread_id=thread_id,
-        tool_name=approval.tool_name,
+        tool_name=tool_name,
         granted_by=granter,
         approval=approval,
     )
     allowance_event_record(
         allowance,
-        AuditEventType.ALLOWANCE_CREATED,
+        AuditEventType.APP_ALLOWANCE_CREATED if app else AuditEventType.ALLOWANCE_CREATED,
         decision=Decision.ALLOWED,
         actor=granter,
         actor_label=actor_label,
-        reason=f"allowed_in_{scope}",
-        extra={"risk": approval.risk},
+        reason="allowed_app_in_thread" if app else f"allowed_in_{scope}",
+        extra={"risk": approval.risk, **({"asked_for": approval.tool_name} if app else {})},
     )
     allowances_announce(allowance)
     return allowance
@@ -394,10 +413,26 @@ def covered_pending_approvals(
     (``policy.grant_owner``): the others stay pending for their own members."""
     pending = ApprovalRequest.objects.filter(
         binding_id=approval.binding_id,
-        tool_name=approval.tool_name,
         status=ApprovalStatus.PENDING,
         binding__workspace_id=approval.binding.workspace_id,
     ).exclude(pk=approval.pk)
+    if scope == APP:
+        # Every app-only tool of the app that its views asked for in this thread, that an
+        # allowance can cover (not one its server declares destructive, nor one an admin
+        # set to ask every time: policy.consults_allowance).
+        covered = [
+            tool.name
+            for tool in Tool.objects.filter(server_id=approval.server_id, present=True)
+            if policy.is_app_only(snap := tool_snap(tool, tool.server_id, tool.name))
+            and policy.consults_allowance(snap, policy_snap(approval.binding, tool.name))
+        ]
+        pending = pending.filter(
+            tool_name__in=covered,
+            thread_id=approval.thread_id,
+            requested_by_kind=policy.ActorKind.APP_VIEW,
+        )
+    else:
+        pending = pending.filter(tool_name=approval.tool_name)
     if scope == policy.Scope.THREAD:
         pending = pending.filter(thread_id=approval.thread_id)
     per_member = signs_in_members(approval.server)

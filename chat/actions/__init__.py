@@ -6,4 +6,4 @@ from ``.registry``, not from this package: a handler module that imported this p
 import itself back (the cycle tests/test_import_graph.py forbids).
 """
 
-from . import app_views, layout, messages, server_context, server_requests, tools  # noqa: F401  (handlers)
+from . import app_views, layout, messages, server_context, server_requests, tools, view_tools  # noqa: F401  (handlers)

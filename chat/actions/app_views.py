@@ -24,6 +24,7 @@ from chat.services.refusals import request_record_refused
 from mcp_bridge import gateway
 from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import Tool
+from mcp_bridge.services.ui_resources import TOO_LARGE, too_large_message
 
 from ..agent import start_turn
 from ..app_view_bridge import (
@@ -85,6 +86,9 @@ def _open_view(ctx: ActionContext, call_id: Any) -> dict[str, Any]:
     resource = call.ui_resource
     if resource is None:
         raise ActionError("no_view", "This tool call has no view.")
+    if resource.flavor == TOO_LARGE:  # refused when read (mcp_bridge ui_resources)
+        refused = (resource.meta or {}).get("refused") or {}
+        raise ActionError("view_too_large", refused.get("message") or too_large_message(0))
     if resource.flavor not in SUPPORTED_FLAVORS:
         raise ActionError(
             "view_not_supported",

@@ -139,6 +139,7 @@ APPROVAL_DECISIONS = {
     "approve": (True, ""),
     "allow_thread": (True, "thread"),
     "allow_workspace": (True, "workspace"),
+    "allow_app": (True, "app"),  # the app's app-only tools in this thread
     "reject": (False, ""),
 }
 

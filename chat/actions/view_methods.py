@@ -51,6 +51,8 @@ USER_VIEW_REQUEST = RateBucket("user_view_request", "user", "requests from this 
 TOOL_CALLS = RateBucket("tool_call", "user", "tool calls")
 MODEL_CONTEXT = RateBucket("view_model_context", "view", "model context updates", (20, 2.0))
 WIDGET_STATE = RateBucket("view_widget_state", "view", "widget state updates", (20, 2.0))
+# Draft spec (issue 27): a view's sampling runs on the workspace's model, after consent.
+VIEW_SAMPLING = RateBucket("view_sampling", "view", "sampling requests", (5, 0.1))
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,10 @@ VIEW_METHODS: tuple[ViewMethod, ...] = (
     _server_request("atrium/setWidgetState", ActionKind.WIDGET_STATE, bucket=WIDGET_STATE),
     _server_request("openai/requestModal", ActionKind.APPS_SDK_REQUEST_MODAL),
     _server_request("ping"),
+    # Draft spec (chat/view_tools, chat/actions/view_tools.py): consent card, then the model.
+    _server_request(
+        "sampling/createMessage", ActionKind.VIEW_SAMPLING, bucket=VIEW_SAMPLING, deferred=True
+    ),
     # Notifications the browser forwards (view.notify); only the log is recorded.
     ViewMethod(
         "notifications/message",
@@ -134,6 +140,8 @@ VIEW_METHODS: tuple[ViewMethod, ...] = (
     ViewMethod("ui/notifications/initialized", "notification", "host"),
     # Esc inside the frame, relayed by the proxy: it only leaves full screen.
     ViewMethod("ui/notifications/sandbox-escape", "notification", "host"),
+    # The view's own tools changed: the browser lists them again (view_tools.js).
+    ViewMethod("notifications/tools/list_changed", "notification", "host"),
 )
 
 _BY_NAME: Mapping[tuple[Message, str], ViewMethod] = MappingProxyType(

@@ -31,6 +31,7 @@ from ..providers.base import (
 )
 from ..server_context.content import resource_context
 from ..services import turns
+from ..view_tools.services import view_provider_tools
 
 MAX_TOOL_RESULT_CHARS = 16_000  # per tool result sent to the model
 MAX_STRUCTURED_CHARS = 8_000
@@ -84,6 +85,10 @@ def load_context(*, thread_id: int, user: Any, role: str) -> TurnContext:
         wire = by_key[(item.tool.server.slug, item.tool.name)]
         by_wire_name[wire] = item
         tools.append(_provider_tool(wire, item))
+    # Tools of the app views open in this person's browser (issue 27, chat.view_tools).
+    tools += view_provider_tools(
+        thread_id=thread.pk, user_id=getattr(user, "pk", None), taken=set(by_wire_name)
+    )
     history, several_people, seen = _history(thread, names)
     system = _system_prompt(thread, several_people=several_people)
     turns.turn_record_tools_offered(

@@ -18,6 +18,7 @@ from ..calls.run import tool_call_start
 from ..models import Message, ToolCall, ToolCallStatus
 from ..providers.base import AssistantTurn, ConversationItem, ToolCallComplete, ToolResult, ToolUse
 from ..realtime import waiters
+from ..view_tools.calls import view_tool_for_model
 from .context import TurnContext, result_for_model
 from .steps import _StepOutput, _turn_stopper
 
@@ -71,6 +72,17 @@ async def _run_tool(
     offered = ctx.by_wire_name.get(complete.name)
     use = ToolUse(id=call_id, name=complete.name, arguments=arguments or {})
     if offered is None:
+        # A tool an open app view provides (issue 27): decided, asked and answered there.
+        by_view = await view_tool_for_model(
+            thread=ctx.thread,
+            user=user,
+            role=role,
+            name=complete.name,
+            arguments=arguments,
+            problem=problem,
+        )
+        if by_view is not None:
+            return use, ToolResult(call_id, complete.name, by_view.text, is_error=by_view.is_error)
         text = (
             f"There is no tool named '{complete.name[:80]}' here. Available tools: "
             + (", ".join(sorted(ctx.by_wire_name)) or "none")

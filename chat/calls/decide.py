@@ -7,11 +7,14 @@ the database thread. Then ``chat.calls.run`` runs an allowed call.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
+from audit.types import AuditEventType, Decision
+from audit.writer import record
 from bindings.models import ApprovalRequest
 from bindings.services.approvals import (
     approval_create,
@@ -19,6 +22,7 @@ from bindings.services.approvals import (
     approval_limit_refusal,
 )
 from bindings.services.authorize import (
+    ACTOR_LABELS,
     Authorization,
     Requester,
     ToolCallAuthorization,
@@ -41,7 +45,9 @@ from chat.selectors import tool_calls_queryset
 from chat.services.refusals import request_record_refused
 from chat.services.turn_lease import check_fence
 from lean_rows import insert_row
+from mcp_bridge.errors import InvalidArguments
 from mcp_bridge.models import Tool, UiResource
+from mcp_bridge.schema import SchemaRefused, validate_arguments, validates_inline
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,11 @@ def _decide_atomic(
             return None  # not in the catalogue: nothing decided, nothing written
         tool = auth.tool
         decision = auth.decision
+        invalid = _arguments_refusal(request, tool) if decision.needs_approval else None
+        if invalid is not None:
+            # Checked before anyone is asked (docs/view-bridge.md §4c): a call whose
+            # arguments its server would refuse gets no approval card.
+            return _refused_before_approval(request, auth, invalid, streamed)
         if decision.needs_approval and request.parent_view is not None:
             asked = _ask_once(request, auth)
             if isinstance(asked, ToolCall):
@@ -228,6 +239,75 @@ def _decide_atomic(
         if not (quiet_start and decision.allowed):
             call_emit(call, approval=known)
     return Decided(call, str(decision.outcome), tool, known)
+
+
+def _arguments_refusal(request: CallRequest, tool: Tool | None) -> InvalidArguments | None:
+    """The arguments checked as the run would check them, before an approval is asked —
+    with the host's tolerance (``mcp_bridge.schema``: what the server coerces passes).
+    Only a schema cheap enough to check here (``inline_check_values``, a few ms at worst:
+    invariant 13); any other is checked by the worker pool when the call runs."""
+    if tool is None:
+        return None
+    if tool.schema_refusal:
+        return SchemaRefused(tool.schema_refusal, tool=tool.name)
+    try:
+        text = json.dumps(request.arguments, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return None  # the run refuses it with its own message
+    if not validates_inline(text, tool.inline_check_values):
+        return None
+    try:
+        validate_arguments(request.arguments, tool.input_schema or None, tool=tool.name)
+    except InvalidArguments as exc:
+        return exc
+    return None
+
+
+def _refused_before_approval(
+    request: CallRequest, auth: Authorization, invalid: InvalidArguments, streamed: ToolCall | None
+) -> Decided:
+    """The call recorded as rejected with the arguments' problems, the refusal audited;
+    no approval request, no card."""
+    record(
+        event_type=AuditEventType.CALL_ARGUMENTS_REFUSED,
+        decision=Decision.DENIED,
+        actor_kind=request.origin,
+        actor_user_id=getattr(request.user, "pk", None),
+        actor_label=ACTOR_LABELS.get(request.origin, request.origin),
+        workspace_id=request.thread.workspace_id,
+        thread_id=request.thread.pk,
+        binding_id=getattr(auth.binding, "pk", None),
+        server_id=request.server.pk,
+        tool_name=request.tool_name,
+        action=str(request.action_kind or ACTION_FOR_ORIGIN[request.origin]),
+        reason=invalid.code,
+        arguments=request.arguments,
+        extra={"problems": invalid.problems, "view": getattr(request.parent_view, "pk", None)},
+    )
+    call = ToolCall(
+        thread=request.thread,
+        message=request.message,
+        server=request.server,
+        binding=auth.binding,
+        tool_name=request.tool_name,
+        arguments=request.arguments,
+        status=ToolCallStatus.REJECTED,
+        origin=request.origin,
+        requested_by=request.user,
+        parent_view=request.parent_view,
+        provider_call_id=request.provider_call_id[:200],
+        error={"code": invalid.code, "message": invalid.user_message},
+        ui_resource=_start_resource(request, auth.tool, streamed),
+    )
+    if streamed is not None:
+        call.pk = streamed.pk
+        call.created_at = streamed.created_at
+        call.save(update_fields=DECIDE_FIELDS)
+    else:
+        insert_row(call)
+    known = KnownApproval(None)
+    call_emit(call, approval=known)
+    return Decided(call, "deny", auth.tool, known)
 
 
 def _ask_once(request: CallRequest, auth: Authorization) -> ToolCall | BindingError | None:

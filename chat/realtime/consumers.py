@@ -28,6 +28,7 @@ from ..actions.registry import (
     refusal_record,
     take_tokens,
 )
+from ..actions.view_tools import socket_closed as view_tools_socket_closed
 from ..calls import stops as call_stops
 from ..calls.app_view import view_calls_cancel
 from ..models import Membership
@@ -162,6 +163,7 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         view_calls_cancel(self.channel_name)  # its views' waiting tools/call requests end
+        await view_tools_socket_closed(self.channel_name)  # its views' own tools go (issue 27)
         if self.ctx is not None:
             event_tail.unwatch(thread_id=self.ctx.thread.pk)
             await self.channel_layer.group_discard(

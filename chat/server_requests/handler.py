@@ -18,6 +18,7 @@ from audit.types import AuditEventType, Decision
 from audit.writer import record
 from bindings import ratelimit
 from chat.models import ToolCall
+from chat.services.turns import thread_note_model_missing
 from mcp_bridge import gateway
 from mcp_bridge.errors import UrlElicitationRequired
 from mcp_bridge.models import McpServer, Tool
@@ -25,7 +26,7 @@ from mcp_bridge.server_requests import USER_REJECTED, InboundRequest, InboundReq
 
 from . import waiting
 from .models import ServerRequestKind, ServerRequestStatus
-from .sampling import SamplingFailed, sampling_run
+from .sampling import SamplingFailed, sampling_run, sampling_unavailable
 from .services import (
     Opened,
     ServerRequestRefused,
@@ -47,6 +48,10 @@ _state = database_sync_to_async(lambda **kw: request_state(**kw))
 
 
 def _record_rate_limited(*, call: ToolCall) -> None:
+    _record_sampling_refused(call=call, reason="rate_limited")
+
+
+def _record_sampling_refused(*, call: ToolCall, reason: str) -> None:
     record(
         event_type=AuditEventType.SERVER_REQUEST_REFUSED,
         decision=Decision.DENIED,
@@ -55,9 +60,15 @@ def _record_rate_limited(*, call: ToolCall) -> None:
         server_id=call.server_id,
         tool_name=call.tool_name,
         action=ServerRequestKind.SAMPLING,
-        reason="rate_limited",
+        reason=reason,
         extra={"toolCall": call.pk},
     )
+
+
+def _refuse_without_model(*, call: ToolCall) -> None:
+    """No model to sample with: audited, and the thread is told once where to set one."""
+    _record_sampling_refused(call=call, reason="no_model")
+    thread_note_model_missing(thread_id=call.thread_id, actor_user_id=call.requested_by_id)
 
 
 class CallServerRequests:
@@ -132,6 +143,11 @@ class CallServerRequests:
             if verdict.audit:
                 await database_sync_to_async(_record_rate_limited)(call=call)
             raise InboundRequestRefused("Too many sampling requests in this thread; try later.")
+        unavailable = await sampling_unavailable(thread=call.thread)
+        if unavailable is not None:
+            # Nobody is asked to consent to something that cannot run.
+            await database_sync_to_async(_refuse_without_model)(call=call)
+            raise InboundRequestRefused(unavailable.message)
         opened, key = await self._open(ServerRequestKind.SAMPLING, request.params)
         if opened.allowance_id is None:
             message = await self._wait(opened, key, self.timeout)

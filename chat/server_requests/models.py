@@ -14,6 +14,15 @@ class ServerRequestKind(models.TextChoices):
     ELICITATION_FORM = "elicitation_form", "question (form)"
     ELICITATION_URL = "elicitation_url", "question (web page)"
     SAMPLING = "sampling", "sampling request"
+    # The model calling a tool an open app view provides (chat.view_tools): its consent.
+    VIEW_TOOL = "view_tool", "app view tool call"
+
+
+class Requester(models.TextChoices):
+    """Who asks: the server during one of our calls, or its app's view (issue 27)."""
+
+    SERVER = "server", "server"
+    APP_VIEW = "app_view", "app view"
 
 
 class ServerRequestStatus(models.TextChoices):
@@ -54,6 +63,8 @@ class ServerRequest(models.Model):
         max_length=12, choices=ServerRequestStatus.choices, default=ServerRequestStatus.PENDING
     )
     params = models.JSONField(default=dict, blank=True)
+    # The server itself, or its app's view (``tool_call`` is then the view's call).
+    requester = models.CharField(max_length=12, choices=Requester.choices, default="server")
     # URL mode: the server's id for it (notifications/elicitation/complete names it).
     elicitation_id = models.CharField(max_length=200, blank=True, db_index=True)
     # What the waiting handler listens on (chat.server_requests.waiting); not shown.
@@ -84,6 +95,8 @@ class SamplingAllowance(models.Model):
         "chat.Thread", on_delete=models.CASCADE, related_name="sampling_allowances"
     )
     server = models.ForeignKey("mcp_bridge.McpServer", on_delete=models.CASCADE, related_name="+")
+    # A server's own sampling and its app view's are allowed separately.
+    requester = models.CharField(max_length=12, choices=Requester.choices, default="server")
     granted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )

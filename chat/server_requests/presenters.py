@@ -50,7 +50,12 @@ def text_form(row: ServerRequest, payload: dict[str, Any]) -> str:
     server = row.server.name
     who = (payload.get("forUser") or {}).get("name") or "the person this call runs for"
     status = row.status
-    if row.kind == ServerRequestKind.SAMPLING:
+    if row.requester == "app_view":  # issue 27: the app's view asks, not its server
+        server = f"The {server} app (its view in this thread)"
+    if row.kind == ServerRequestKind.VIEW_TOOL:
+        tool = payload["viewTool"] or {}
+        head = f"The model wants to run {tool.get('name')} in the {row.server.name} view."
+    elif row.kind == ServerRequestKind.SAMPLING:
         head = f"{server} asks to use this workspace's model (up to {payload['sampling']['maxTokens']} tokens)."
     elif row.kind == ServerRequestKind.ELICITATION_URL:
         head = (
@@ -88,6 +93,8 @@ def serialize_server_request(row: ServerRequest) -> dict[str, Any]:
         "domain": None,
         "sampling": None,
         "retriesCall": row.retries_call,
+        "requester": row.requester,
+        "viewTool": None,
         "createdAt": row.created_at.isoformat(),
         "expiresAt": row.expires_at.isoformat(),
         "decidedAt": row.decided_at.isoformat() if row.decided_at else None,
@@ -101,6 +108,15 @@ def serialize_server_request(row: ServerRequest) -> dict[str, Any]:
         url = str(params.get("url") or "")
         payload["url"] = url
         payload["domain"] = url_domain(url)
+    elif row.kind == ServerRequestKind.VIEW_TOOL:
+        payload["viewTool"] = {
+            "name": str(params.get("name") or "")[:64],
+            "title": str(params.get("title") or "")[:120],
+            "arguments": params.get("arguments")
+            if isinstance(params.get("arguments"), dict)
+            else {},
+            "risk": str(params.get("risk") or "")[:20],
+        }
     else:
         payload["sampling"] = {
             "messages": params.get("messages") or [],

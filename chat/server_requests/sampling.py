@@ -16,9 +16,12 @@ params as wire JSON, camelCase)::
         # SamplingOutcome(result=<that dict>, input_tokens, output_tokens, provider, model,
         #                 max_tokens, latency_ms)
 
-Both raise :class:`SamplingFailed` (``.code``, ``.message``: fit for the server's JSON-RPC
-error and for the thread) when no model is configured (naming where an admin sets one), the
-request is malformed, unsupported (audio) or over a cap, or the provider fails.
+    async def sampling_unavailable(*, thread) -> SamplingFailed | None
+        # why this workspace cannot sample at all (no model), to refuse before a consent card
+
+The first two raise :class:`SamplingFailed` (``.code``, ``.message``: fit for the server's
+JSON-RPC error and for the thread) when no model is configured (naming where an admin sets
+one), the request is malformed, unsupported (audio) or over a cap, or the provider fails.
 
 Each run is audited here (``audit=True``, the default), in its own transaction:
 ``SAMPLING_RAN`` (920) with the provider, model and token counts, or ``SAMPLING_FAILED``
@@ -159,6 +162,21 @@ async def sampling_run_counted(
     return outcome
 
 
+async def sampling_unavailable(*, thread: Any) -> SamplingFailed | None:
+    """Why the thread's workspace cannot sample at all (no model, or a provider without
+    sampling) — for a caller to refuse before asking anyone's consent; ``None`` when it can.
+    Not audited (the caller's refusal is)."""
+    config, workspace_id = await database_sync_to_async(_config_for_thread)(int(thread.pk))
+    if config.kind == DIRECT or not config.model:
+        return SamplingFailed(no_model_message(workspace_id), code="no_model")
+    if config.kind not in _BODIES:
+        return SamplingFailed(
+            f"The workspace's model provider ({config.kind[:40]}) cannot answer sampling requests.",
+            code="unsupported_provider",
+        )
+    return None
+
+
 def no_model_message(workspace_id: int | None) -> str:
     """Why nothing answers, and where an admin sets a model (also the thread's note)."""
     where = f"/admin/chat/workspace/{workspace_id}/change/" if workspace_id else "/admin/"
@@ -275,5 +293,6 @@ __all__ = [
     "SamplingOutcome",
     "no_model_message",
     "sampling_run",
+    "sampling_unavailable",
     "sampling_run_counted",
 ]

@@ -129,10 +129,14 @@ def _record_refused_open(call: ToolCall, kind: str, code: str) -> None:
         )
 
 
-def sampling_allowance_for(*, thread_id: int, server_id: int) -> SamplingAllowance | None:
+def sampling_allowance_for(
+    *, thread_id: int, server_id: int, requester: str = "server"
+) -> SamplingAllowance | None:
+    """The thread's allowance of a server's sampling, or (``requester="app_view"``) of its
+    app view's: the two are granted separately."""
     return (
         SamplingAllowance.objects.filter(
-            thread_id=thread_id, server_id=server_id, revoked_at__isnull=True
+            thread_id=thread_id, server_id=server_id, requester=requester, revoked_at__isnull=True
         )
         .order_by("-id")
         .first()
@@ -147,11 +151,19 @@ def server_request_open(
     key: str,
     expires_in: float,
     retries_call: bool = False,
+    requester: str = "server",
+    for_user_id: int | None = None,
+    preapproved: str = "",
 ) -> Opened:
     """Store a server's request to the person the call runs for, audited and shown to the
     thread. Raises ``ServerRequestRefused`` (audited) for a request that cannot be shown:
     nobody to ask, too many pending in the thread, a schema that is not a form, a URL that is
-    not http(s)."""
+    not http(s).
+
+    An app view's request (issue 27, ``chat.view_tools``): ``requester="app_view"``,
+    ``call_id`` the view's call and ``for_user_id`` the member whose view asks (or whose turn
+    called the view's tool); ``preapproved`` (a reason, e.g. ``"read_only"``) stores it
+    already accepted, shown and audited like an allowance."""
     call = ToolCall.objects.select_related("thread", "server", "requested_by").get(pk=call_id)
     try:
         return _open(
@@ -161,6 +173,9 @@ def server_request_open(
             key=key,
             expires_in=expires_in,
             retries_call=retries_call,
+            requester=requester,
+            for_user_id=for_user_id,
+            preapproved=preapproved,
         )
     except _Refusal as refusal:
         # Audited once the opening's transaction is gone (it rolled back).
@@ -176,9 +191,13 @@ def _open(
     key: str,
     expires_in: float,
     retries_call: bool,
+    requester: str = "server",
+    for_user_id: int | None = None,
+    preapproved: str = "",
 ) -> Opened:
     with transaction.atomic():
-        if call.requested_by_id is None:
+        for_user_id = for_user_id or call.requested_by_id
+        if for_user_id is None:
             raise _refuse_open(call, kind, "nobody_to_ask", "This call runs for nobody to ask.")
         pending = ServerRequest.objects.filter(
             thread_id=call.thread_id, status=ServerRequestStatus.PENDING
@@ -211,7 +230,9 @@ def _open(
             extra["domain"] = url_domain(url)
         allowance = None
         if kind == ServerRequestKind.SAMPLING:
-            allowance = sampling_allowance_for(thread_id=call.thread_id, server_id=call.server_id)
+            allowance = sampling_allowance_for(
+                thread_id=call.thread_id, server_id=call.server_id, requester=requester
+            )
         now = timezone.now()
         row = ServerRequest.objects.create(
             kind=kind,
@@ -219,24 +240,32 @@ def _open(
             workspace_id=call.thread.workspace_id,
             tool_call=call,
             server=call.server,
-            for_user=call.requested_by,
+            for_user_id=for_user_id,
+            requester=requester,
             params=kept,
             elicitation_id=elicitation_id,
             retries_call=retries_call,
             expires_at=now + timedelta(seconds=expires_in),
             wait_key=key,
         )
-        if allowance is not None:
+        if allowance is not None or preapproved:
             row.status = ServerRequestStatus.ACCEPTED
             row.decided_at = now
-            row.outcome = {"action": "accept", "allowance": allowance.pk}
+            row.outcome = (
+                {"action": "accept", "allowance": allowance.pk}
+                if allowance is not None
+                else {"action": "accept", "basis": preapproved[:40]}
+            )
             row.save(update_fields=["status", "decided_at", "outcome"])
+        granted = allowance is not None or bool(preapproved)
         _audit(
             row,
             AuditEventType.SERVER_REQUEST_OPENED,
-            Decision.ALLOWED if allowance is not None else Decision.PENDING,
-            reason="allowed_in_thread" if allowance is not None else "",
-            extra=extra,
+            Decision.ALLOWED if granted else Decision.PENDING,
+            reason=("allowed_in_thread" if allowance is not None else preapproved[:40])
+            if granted
+            else "",
+            extra={**extra, "requester": requester} if requester != "server" else extra,
         )
         _emit(row)
     return Opened(row=row, allowance_id=allowance.pk if allowance is not None else None)
@@ -306,7 +335,11 @@ def server_request_answer(
         allowance = None
         if remember == "thread" and answer == "accept" and row.kind == ServerRequestKind.SAMPLING:
             allowance = SamplingAllowance.objects.create(
-                thread_id=row.thread_id, server=row.server, granted_by=user, server_request=row
+                thread_id=row.thread_id,
+                server=row.server,
+                requester=row.requester,
+                granted_by=user,
+                server_request=row,
             )
             row.outcome["allowance"] = allowance.pk
             _audit(

@@ -40,7 +40,7 @@ function idValue(raw) {
   return /^\d+$/.test(raw) ? Number(raw) : raw;
 }
 
-const DECISIONS = { approve: 1, allow_thread: 1, allow_workspace: 1, reject: 1 };
+const DECISIONS = { approve: 1, allow_thread: 1, allow_workspace: 1, allow_app: 1, reject: 1 };
 
 export function onTimelineAction(event) {
   const btn = event.target instanceof Element ? event.target.closest("button[data-action]") : null;

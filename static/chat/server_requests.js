@@ -26,6 +26,9 @@ function isMine(req) {
 }
 
 function title(req) {
+  // Issue 27: an app's view asks (sampling, or the model running one of the view's tools).
+  if (req.kind === "view_tool") return "The model wants to run " + ((req.viewTool && req.viewTool.name) || "a tool") + " in the " + serverName(req) + " view";
+  if (req.kind === "sampling" && req.requester === "app_view") return "The " + serverName(req) + " app (its view) wants to use this workspace’s model";
   if (req.kind === "sampling") return serverName(req) + " wants to use this workspace’s model";
   if (req.kind === "elicitation_url") return serverName(req) + " asks " + (isMine(req) ? "you" : forName(req)) + " to open a web page";
   return serverName(req) + " asks " + (isMine(req) ? "you" : forName(req));
@@ -37,6 +40,7 @@ function decidedLine(req) {
   const outcome = req.outcome || {};
   let text = STATUS_TEXT[req.status] || req.status;
   if (req.kind === "sampling" && req.status === "accepted") text = outcome.allowance ? "Allowed in this thread" : "Approved";
+  if (req.kind === "view_tool" && req.status === "accepted") text = outcome.basis === "read_only" ? "Ran (read-only)" : "Approved";
   if (req.kind === "elicitation_url" && req.completedAt) text = "Finished";
   if (req.decidedBy) text += " by " + req.decidedBy.name;
   if (req.decidedAt) text += " " + formatRelative(req.decidedAt);
@@ -237,12 +241,32 @@ function renderSampling(card, req, mine) {
     "div",
     { class: "approval-actions" },
     h("button", { class: "btn btn-primary btn-sm", text: "Approve once", attrs: { type: "button" }, data: { srq: "accept" } }),
-    h("button", { class: "btn btn-secondary btn-sm", text: "Allow in this thread", attrs: { type: "button", title: "Sampling requests of " + serverName(req) + " in this thread run without asking" }, data: { srq: "accept", remember: "thread" } }),
+    h("button", { class: "btn btn-secondary btn-sm", text: "Allow in this thread", attrs: { type: "button", title: "Sampling requests of " + serverName(req) + (req.requester === "app_view" ? "’s view" : "") + " in this thread run without asking" }, data: { srq: "accept", remember: "thread" } }),
     h("button", { class: "btn btn-danger-soft btn-sm", text: "Reject", attrs: { type: "button" }, data: { srq: "decline" } })
   );
   actions.addEventListener("click", function (event) {
     const btn = event.target instanceof Element ? event.target.closest("button[data-srq]") : null;
     if (btn) submit(card, req, { type: "serverrequest.answer", answer: btn.dataset.srq, remember: btn.dataset.remember || "" });
+  });
+  card.appendChild(actions);
+}
+
+// ---- a tool an app view provides (issue 27) ------------------------------------------
+
+function renderViewTool(card, req, mine) {
+  const t = req.viewTool || {};
+  card.appendChild(h("p", { class: "approval-meta", text: "A tool the " + serverName(req) + " view provides" + (t.risk ? " · risk: " + t.risk : "") }));
+  card.appendChild(h("code", { class: "srq-url", text: JSON.stringify(t.arguments || {}) }));
+  if (!mine) return;
+  const actions = h(
+    "div",
+    { class: "approval-actions" },
+    h("button", { class: "btn btn-primary btn-sm", text: "Approve once", attrs: { type: "button" }, data: { srq: "accept" } }),
+    h("button", { class: "btn btn-danger-soft btn-sm", text: "Reject", attrs: { type: "button" }, data: { srq: "decline" } })
+  );
+  actions.addEventListener("click", function (event) {
+    const btn = event.target instanceof Element ? event.target.closest("button[data-srq]") : null;
+    if (btn) submit(card, req, { type: "serverrequest.answer", answer: btn.dataset.srq });
   });
   card.appendChild(actions);
 }
@@ -258,7 +282,7 @@ export function renderServerRequest(req) {
     attrs: { role: "group", "aria-label": title(req) },
     data: { serverRequestId: req.id, status: req.status, kind: req.kind },
   });
-  const iconName = pending ? (req.kind === "sampling" ? "sparkle" : req.kind === "elicitation_url" ? "external" : "user") : state === "approved" ? "check" : "ban";
+  const iconName = pending ? (req.kind === "sampling" || req.kind === "view_tool" ? "sparkle" : req.kind === "elicitation_url" ? "external" : "user") : state === "approved" ? "check" : "ban";
   card.appendChild(h("div", { class: "approval-head" }, icon(iconName), h("strong", { text: title(req) })));
   if (!pending) {
     card.appendChild(h("p", { class: "approval-meta", text: decidedLine(req) }));
@@ -269,12 +293,14 @@ export function renderServerRequest(req) {
   if (!mine) {
     const waitingText = "Waiting for " + forName(req) + " to answer " + serverName(req) + "’s " + (req.kind === "sampling" ? "request" : "question");
     if (req.kind === "sampling") renderSampling(card, req, false);
+    if (req.kind === "view_tool") renderViewTool(card, req, false);
     if (req.kind === "elicitation_url") card.appendChild(h("p", { class: "srq-domain" }, "A page on ", h("strong", { text: req.domain || "an unknown site" })));
     card.appendChild(h("p", { class: "approval-readonly srq-waiting" }, icon("clock"), waitingText));
     return card;
   }
   if (req.kind === "elicitation_form") renderForm(card, req);
   else if (req.kind === "elicitation_url") renderUrl(card, req);
+  else if (req.kind === "view_tool") renderViewTool(card, req, true);
   else renderSampling(card, req, true);
   if (req.expiresAt) card.appendChild(h("p", { class: "approval-note" }, icon("clock"), "Expires " + formatRelative(req.expiresAt)));
   return card;

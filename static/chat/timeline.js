@@ -10,6 +10,7 @@ import { renderMedia } from "./render/parts.js";
 import { hasAppView, renderProgress, renderToolCall } from "./render/tool_call.js";
 import { client } from "./client.js";
 import { calls, els, messages, renderOpts, thread } from "./thread_state.js";
+import { viewCallSlot } from "./app_views/call_group.js";
 
 const msgEntries = new Map(); // message id → entry element
 const callCards = new Map(); // tool call id → card element
@@ -193,11 +194,8 @@ function slotsFor(call) {
   if (call.parentView !== null && call.parentView !== undefined) {
     const parentRow = appViewRows.get(call.parentView);
     if (parentRow) {
-      let sub = parentRow.querySelector(".view-calls");
-      if (!sub) {
-        sub = h("div", { class: "view-calls", attrs: { "aria-label": "Calls made by this view" } });
-        parentRow.appendChild(sub);
-      }
+      // Grouped under the view; one that needs its person stays in view (call_group.js).
+      const sub = viewCallSlot(parentRow, call);
       return { cards: sub, views: sub };
     }
   }

@@ -256,6 +256,7 @@ def test_a_member_attaches_by_button_drop_and_paste_and_everyone_sees_the_files(
 
     # The admin's list of files, per workspace.
     admin = open_page("root")
+    admin.set_viewport_size({"width": 1500, "height": 700})
     admin.goto(f"{world.server.app_origin}/admin/chat/attachedfile/")
     expect(admin.locator("#result_list")).to_contain_text("Q3 report.pdf")
     expect(admin.locator("#result_list")).to_contain_text("marco")

@@ -505,7 +505,7 @@ def test_board_moves_and_deletes_with_approval(open_as, world, screenshots):
     shot(page, screenshots, "board")
 
 
-# ---- 5. legacy MCP-UI: rawHtml round trip, remote-dom not supported -------------------------------
+# ---- 5. legacy MCP-UI: rawHtml round trip, remote-dom rendered -----------------------------------
 
 
 def test_legacy_raw_html_and_remote_dom(open_as, world, screenshots):
@@ -553,13 +553,24 @@ def test_legacy_raw_html_and_remote_dom(open_as, world, screenshots):
     )
     assert notes[0]["decision"] == "allowed", notes
 
+    # A legacy remote-dom view (framework=react): the script runs in the sandbox, its `ui-*`
+    # elements are drawn by the host's library, and its `tool` action reaches the server
+    # (tests/compat/test_mcp_ui_servers.py has the third-party ones).
     call_tool(page, "legacy.show_remote_dom")
     remote = view_row(page, "show_remote_dom")
-    card = remote.locator(".view-fallback.is-unsupported")
-    expect(card).to_be_visible(timeout=20_000)
-    expect(card).to_contain_text("not supported")
-    expect(card.locator(".view-fallback-text")).to_contain_text("remote-DOM")
-    assert remote.locator("iframe").count() == 0
+    drawn = app_frame(remote)
+    expect(drawn.locator("ui-text").first).to_have_text("Remote DOM counter", timeout=20_000)
+    drawn.locator("ui-button", has_text="Add one").click()
+    expect(drawn.locator("ui-text").nth(1)).to_have_text("Clicks: 1")
+    before = len([r for r in audit(world, tool_name="legacy_echo") if r["action"] == "legacy_tool"])
+    drawn.locator("ui-button", has_text="Echo via tool").click()
+    poll(
+        lambda: len([r for r in audit(world, tool_name="legacy_echo") if r["action"] == "legacy_tool"])
+        > before,
+        timeout=15,
+        interval=0.2,
+        reason="the remote-dom view's tool action, audited",
+    )
     remote.scroll_into_view_if_needed()
     shot(page, screenshots, "legacy-remote-dom")
 

@@ -416,7 +416,8 @@ async def test_document_needs_membership_and_token(personas, board_server, ws_co
 
     ok = await database_sync_to_async(fetch)(personas.owner, view["documentUrl"])
     stranger = await database_sync_to_async(fetch)(personas.outsider, view["documentUrl"])
-    assert ok.status_code == 200 and b"<html" in ok.content.lower()
+    body = b"".join([chunk async for chunk in ok]) if ok.streaming else ok.content
+    assert ok.status_code == 200 and b"<html" in body.lower()
     assert ok["Content-Type"].startswith("text/plain")
     assert stranger.status_code == 404
     await owner.disconnect()

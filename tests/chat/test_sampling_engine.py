@@ -12,7 +12,12 @@ from channels.db import database_sync_to_async
 from audit.models import AuditEvent
 from audit.types import AuditEventType
 from chat.providers.sampling_format import HOST_MAX_TOKENS
-from chat.server_requests.sampling import SamplingFailed, sampling_run, sampling_run_counted
+from chat.server_requests.sampling import (
+    SamplingFailed,
+    sampling_run,
+    sampling_run_counted,
+    sampling_unavailable,
+)
 from tests import factories
 from tests.chat.fake_llm import (
     FakeLLM,
@@ -144,6 +149,7 @@ async def test_openai_text_sampling_honours_params_strips_meta_and_counts_tokens
 
 async def test_anthropic_text_sampling(personas, anthropic_llm, server):
     await database_sync_to_async(_configure)(personas.workspace, anthropic_llm, "anthropic")
+    assert await sampling_unavailable(thread=personas.thread) is None
     anthropic_llm.push(anthropic_text("Paris"))
     result = await sampling_run(thread=personas.thread, server=server, params=_text_params())
     assert result["content"] == {"type": "text", "text": "Paris"}
@@ -264,6 +270,8 @@ async def test_no_model_configured_fails_clearly_and_sends_nothing(personas, ope
     workspace.provider = "direct"
     workspace.provider_base_url = openai_llm.base_url
     await database_sync_to_async(workspace.save)()
+    early = await sampling_unavailable(thread=personas.thread)  # before any consent card
+    assert early is not None and early.code == "no_model"
     with pytest.raises(SamplingFailed) as caught:
         await sampling_run(thread=personas.thread, server=server, params=_text_params())
     assert caught.value.code == "no_model"

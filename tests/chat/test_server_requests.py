@@ -433,6 +433,30 @@ async def test_a_rejected_sampling_request_reaches_no_model(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+async def test_sampling_without_a_model_asks_nobody_and_tells_the_thread(
+    personas, asks_server, ws_connect, close_connections
+):
+    from chat.server_requests.models import ServerRequest
+
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    await owner.send_json_to({"type": "message.post", "text": "/call asks.ask_model"})
+    note = await next_frame(
+        owner, lambda f: f.get("kind") == "message" and f["data"].get("role") == "system"
+    )
+    assert "has no model" in note["data"]["text"]
+    done = await next_frame(owner, toolcall_event(None, "ask_model"))
+    while done["data"]["status"] == "running":
+        done = await next_frame(owner, toolcall_event(None, "ask_model"))
+    assert "no model" in json.dumps(done["data"]).lower()
+    # No consent card was opened for something that cannot run; the refusal is audited.
+    assert not await database_sync_to_async(ServerRequest.objects.exists)()
+    refused = await database_sync_to_async(_events)({AuditEventType.SERVER_REQUEST_REFUSED})
+    assert [r.reason for r in refused] == ["no_model"]
+    await owner.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_request_left_pending_past_its_time_is_expired_by_the_sweep(personas, settings) -> None:
     from chat import tasks
     from chat.server_requests.models import ServerRequest

@@ -13,6 +13,7 @@ import { h } from "../dom.js";
 import { HOST_INFO, KNOWN_PROTOCOLS, LOG_BURST, MAX_MESSAGE_DEPTH, PROTOCOL_VERSION } from "./config.js";
 import { viewMethod } from "./methods.js";
 import { request, rpcError } from "./rpc.js";
+import { ViewTools } from "./view_tools.js";
 
 function sanitizeFilename(name) {
   let base = String(name || "")
@@ -63,7 +64,9 @@ const notificationSteps = {
   "ui/notifications/initialized": (bridge) => {
     bridge.protocol = bridge.protocol || "mcp";
     bridge.lifecycle.markReady();
+    bridge.viewTools.start(); // app-provided tools (view_tools.js)
   },
+  "notifications/tools/list_changed": (bridge) => bridge.viewTools.list(),
   "ui/notifications/size-changed": (bridge, params) => bridge.frame.onSize(params),
   "ui/notifications/sandbox-escape": (bridge) => {
     // Esc pressed inside the frame (the proxy relays it: key events in a cross-origin
@@ -106,11 +109,14 @@ export class HostBridge {
     this.origin = null; // the frame's sandbox origin: posts go there, messages must come from it
     this.appInfo = null;
     this.pendingSize = null;
+    this.viewTools = new ViewTools(this);
     this.reset();
   }
 
   /** Per document: nothing negotiated, nothing awaited. */
   reset() {
+    if (this.viewTools) this.viewTools.stop(); // a new document: the old one's tools go
+    this.requestedProtocol = null; // the version the view asked for (a v2 draft: view_tools.js)
     this.ready = false; // the view said ui/notifications/initialized (or MCP-UI iframe-ready)
     this.protocol = null; // "mcp" | "legacy"
     this.appCaps = null; // ui/initialize's appCapabilities
@@ -122,6 +128,7 @@ export class HostBridge {
   /** No more paced size reports to the server (the frame goes). */
   stopPacing() {
     clearTimeout(this.sizeNotifyTimer);
+    this.viewTools.stop();
   }
 
   post(message) {
@@ -202,6 +209,7 @@ export class HostBridge {
     this.protocol = "mcp";
     this.appCaps = params.appCapabilities && typeof params.appCapabilities === "object" ? params.appCapabilities : {};
     this.appInfo = params.appInfo;
+    this.requestedProtocol = typeof params.protocolVersion === "string" ? params.protocolVersion.slice(0, 40) : null;
     const version = KNOWN_PROTOCOLS.indexOf(params.protocolVersion) >= 0 ? params.protocolVersion : PROTOCOL_VERSION;
     const hostContext = this.context.current();
     this.context.last = hostContext;

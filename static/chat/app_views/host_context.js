@@ -215,8 +215,11 @@ export class HostContext {
       serverTools: {},
       serverResources: {},
       logging: {},
-      updateModelContext: { text: {}, structuredContent: {} },
-      message: { text: {} },
+      // Content modalities the host honours (issue 27: images reach the model as image
+      // parts where its provider takes them, else as a described reference; chat/view_tools).
+      updateModelContext: { text: {}, image: {}, resource: {}, resourceLink: {}, structuredContent: {} },
+      message: { text: {}, image: {}, resource: {}, resourceLink: {} },
+      sampling: {}, // sampling/createMessage: the consent card, then the workspace's model
       sandbox: { permissions: permissionObject(reply && reply.permissions), csp: cspDomains(reply && reply.csp) },
     };
   }

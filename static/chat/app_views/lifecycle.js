@@ -10,12 +10,13 @@ import { INNER_SANDBOX, MAX_HEIGHT, MIN_HEIGHT, PROXY_READY_TIMEOUT_MS, TEARDOWN
 import { cspDomains, currentTheme, permissionObject } from "./host_context.js";
 import { openWhenNear } from "./lazy_open.js";
 import { permissionPrompt } from "./permissions.js";
+import { remoteDomDocument } from "./remote_dom.js";
 import { liveAppViews, nextHostRequestId } from "./registry.js";
 import { clamp, normalizeError, originOf, request } from "./rpc.js";
 import { sidePane } from "./side_pane.js";
 
 // Errors a retry cannot fix: no "Try again" button.
-const FINAL_ERRORS = ["not_found", "no_view", "view_not_supported", "forbidden", "scope_mismatch", "binding_disabled", "no_binding", "sandbox_misconfigured"];
+const FINAL_ERRORS = ["not_found", "no_view", "view_not_supported", "view_too_large", "forbidden", "scope_mismatch", "binding_disabled", "no_binding", "sandbox_misconfigured"];
 
 const documents = new Map(); // document path (content hash) → Promise<html>
 
@@ -190,7 +191,9 @@ export class Lifecycle {
     this.resourceSent = true;
     clearTimeout(this.readyTimer);
     const reply = this.reply;
-    const html = this.flavor === "url" || !reply.documentUrl ? Promise.resolve("") : fetchDocument(reply.documentUrl);
+    let html = this.flavor === "url" || !reply.documentUrl ? Promise.resolve("") : fetchDocument(reply.documentUrl);
+    // A legacy MCP-UI remote-dom resource is a script: it runs in a renderer document.
+    if (this.flavor === "remote-dom") html = html.then((script) => remoteDomDocument(script, { framework: reply.framework, theme: currentTheme() }));
     html.then(
       (text) => {
         if (!view.frame.iframe) return;

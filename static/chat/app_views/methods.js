@@ -23,13 +23,15 @@ export const VIEW_METHODS = [
   { "name": "atrium/setWidgetState", "message": "request", "side": "server", "aliases": [] },
   { "name": "openai/requestModal", "message": "request", "side": "server", "aliases": [] },
   { "name": "ping", "message": "request", "side": "server", "aliases": [] },
+  { "name": "sampling/createMessage", "message": "request", "side": "server", "aliases": [] },
   { "name": "notifications/message", "message": "notification", "side": "server", "aliases": ["ui/log"], "pace": "burst" },
   { "name": "ui/notifications/size-changed", "message": "notification", "side": "server", "aliases": [], "pace": "latest" },
   { "name": "ui/notifications/request-teardown", "message": "notification", "side": "server", "aliases": [] },
   { "name": "ui/initialize", "message": "request", "side": "host", "aliases": [] },
   { "name": "ui/notifications/sandbox-proxy-ready", "message": "notification", "side": "host", "aliases": [] },
   { "name": "ui/notifications/initialized", "message": "notification", "side": "host", "aliases": [] },
-  { "name": "ui/notifications/sandbox-escape", "message": "notification", "side": "host", "aliases": [] }
+  { "name": "ui/notifications/sandbox-escape", "message": "notification", "side": "host", "aliases": [] },
+  { "name": "notifications/tools/list_changed", "message": "notification", "side": "host", "aliases": [] }
 ];
 
 const byName = new Map();

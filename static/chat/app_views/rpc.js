@@ -31,7 +31,8 @@ export function dataOf(arg) {
 /** client.send → the reply's result, or a rejection with {code, message, jsonrpcCode}. */
 export function request(client, msg) {
   // A view's tools/call may wait for a member's approval: as long as the server does.
-  const opts = msg && msg.method === "tools/call" ? { timeoutMs: VIEW_CALL_WAIT_MS } : undefined;
+  // So may a view's sampling/createMessage (its consent card, then the model).
+  const opts = msg && (msg.method === "tools/call" || msg.method === "sampling/createMessage") ? { timeoutMs: VIEW_CALL_WAIT_MS } : undefined;
   return Promise.resolve()
     .then(function () {
       return client.send(msg, opts);

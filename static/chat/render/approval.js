@@ -71,6 +71,13 @@ export function renderApproval(call, opts) {
     const ids = { approvalId: approval.id, toolCallId: call.id };
     const actions = h("div", { class: "approval-actions" });
     actions.appendChild(h("button", { class: "btn btn-primary btn-sm", text: "Approve once", attrs: { type: "button" }, data: Object.assign({ action: "approve" }, ids) }));
+    if (offers.indexOf("app") !== -1) {
+      // Tools only the app's view can call: consent to the app once (docs/consent.md).
+      actions.appendChild(
+        h("button", { class: "btn btn-secondary btn-sm approval-allow-app", attrs: { type: "button", title: "Calls of " + appName + "'s own app-only tools from its view run without asking in this thread until someone revokes it" }, data: Object.assign({ action: "allow_app" }, ids) },
+          "Allow " + appName + " in this thread")
+      );
+    }
     if (offers.indexOf("thread") !== -1) {
       actions.appendChild(
         h("button", { class: "btn btn-secondary btn-sm", attrs: { type: "button", title: "Calls of " + call.tool + " in this thread run without asking until someone revokes it" }, data: Object.assign({ action: "allow_thread" }, ids) },
