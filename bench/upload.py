@@ -2,11 +2,14 @@
 
 A member's upload, as the browser makes it: ``POST /media/uploads/<thread>/`` (session,
 CSRF, the declared size against the limits) returns a ticket URL; the body is then
-``PUT`` there by ``curl -T`` and streamed to staging by ``chat.media.uploads`` (a staged
+``PUT`` there by ``curl`` and streamed to staging by ``chat.media.uploads`` (a staged
 ``MediaAsset`` with its audit row is the answer). The floor, in the same run and the same
-web process: the same file ``PUT`` by the same ``curl`` to ``/media/uploads/_sink/``, which
-reads the body and throws it away (only with ``ATRIUM_BENCH_ENDPOINTS=1``). Runs alternate,
-three each after a warm-up; throughput is the median.
+web process: the same file ``PUT`` by the same ``curl`` to ``/media/uploads/_sink/``, a
+plain upload endpoint (each chunk written to a file in the same folder as it arrives; no
+session, checks, sniffing or database) — only with ``ATRIUM_BENCH_ENDPOINTS=1``. Also
+reported, not budgeted: ``/media/uploads/_sink/discard/``, which reads the body and throws
+it away (what the socket alone gives; above this machine's page-cache write rate). Runs
+alternate, three each after a warm-up; throughput is the median.
 
 Memory: the web process's peak RSS (VmHWM, reset just before) minus its RSS before each
 upload; the budget is a flat 16 MiB (the body never sits whole in memory).
@@ -87,18 +90,24 @@ def run(server: BenchAtrium, seeded: Seeded, *, work: Path, megabytes: int = 200
     path = make_file(work / "upload.bin", megabytes)
     size = path.stat().st_size
     sink = f"{server.app_origin}/media/uploads/_sink/"
+    discard = f"{server.app_origin}/media/uploads/_sink/discard/"
     small = make_file(work / "warm.bin", 4)
-    for _ in range(2):  # warm both paths (imports, first statements)
+    for _ in range(2):  # warm every path (imports, first statements)
         _curl_put(sink, small)
+        _curl_put(discard, small)
         url, cookie = _ticket(server, seeded, small.stat().st_size)
         _curl_put(url, small, cookie)
     sink_s: list[float] = []
+    discard_s: list[float] = []
     upload_s: list[float] = []
     growth: list[float] = []
     for _ in range(RUNS):
         seconds, status, _ = _curl_put(sink, path)
         assert status == 200, status
         sink_s.append(seconds)
+        seconds, status, _ = _curl_put(discard, path)
+        assert status == 200, status
+        discard_s.append(seconds)
         url, cookie = _ticket(server, seeded, size)
         time.sleep(0.2)
         before = server.status("VmRSS")
@@ -113,8 +122,10 @@ def run(server: BenchAtrium, seeded: Seeded, *, work: Path, megabytes: int = 200
         "megabytes": megabytes,
         "runs": RUNS,
         "sink_s": sink_s,
+        "discard_s": discard_s,
         "upload_s": upload_s,
         "sink_mib_per_s": round(sink_mbps, 1),
+        "discard_mib_per_s": round(size / MIB / statistics.median(discard_s), 1),
         "upload_mib_per_s": round(upload_mbps, 1),
         "throughput_ratio": round(upload_mbps / sink_mbps, 3),
         "rss_growth_mib": round(max(growth), 2),

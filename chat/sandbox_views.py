@@ -46,7 +46,7 @@ def sandbox_proxy(request: HttpRequest, token: str) -> HttpResponse:
         .first()
     )
     resource = call.ui_resource if call else None
-    if resource is None or resource.flavor not in SUPPORTED_FLAVORS:
+    if call is None or resource is None or resource.flavor not in SUPPORTED_FLAVORS:
         raise Http404("Unknown or expired view.")
     expected = sandbox_label_for(call.server.slug, call.thread.workspace_id)
     if expected != getattr(request, "sandbox_label", None):
@@ -73,7 +73,7 @@ def sandbox_proxy(request: HttpRequest, token: str) -> HttpResponse:
     directives = dict(csp.directives)
     # Only the app origin may frame the proxy ('self' lets the proxy hold its inner frame).
     directives["frame-ancestors"] = [settings.ATRIUM_APP_ORIGIN, "'self'"]
-    response._csp_config = directives
+    response._csp_config = directives  # type: ignore[attr-defined]
     response["Referrer-Policy"] = "no-referrer"
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "no-store"

@@ -148,6 +148,20 @@ async def _with_sign_in(server, user, action):
     raise AssertionError("unreachable")
 
 
+async def _person_accepts(request):
+    """A person who opens the form card and presses Accept without typing: what Atrium sends
+    is what its own server-side form check makes of an empty answer (defaults, SEP-1034)."""
+    from chat.server_requests.schema import answer_check, form_fields
+    from mcp_bridge.server_requests import InboundRequestRefused
+
+    if request.kind != "elicitation" or request.params.get("mode") == "url":
+        raise InboundRequestRefused("This conformance client answers form questions only.")
+    content, problems = answer_check(form_fields(request.params.get("requestedSchema")), {})
+    if problems:
+        return {"action": "decline"}
+    return {"action": "accept", "content": content}
+
+
 def _tool_to_call(scenario: str, names: list[str]) -> tuple[str | None, dict[str, Any]]:
     if scenario == "tools_call":
         return "add_numbers", {"a": 5, "b": 3}
@@ -181,7 +195,9 @@ async def _run(url: str, scenario: str, context: dict[str, Any]) -> None:
         tool = await gateway.tool_for(server, tool_name)
 
         async def call():
-            return await gateway.call_tool(server, tool, arguments, on_behalf_of=user.pk)
+            return await gateway.call_tool(
+                server, tool, arguments, on_behalf_of=user.pk, on_server_request=_person_accepts
+            )
 
         try:
             raw, _ = await _with_sign_in(server, user, call)

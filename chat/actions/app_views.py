@@ -385,6 +385,25 @@ async def _open_link(
     return {}
 
 
+@handles("openai/setOpenInAppUrl")
+async def _open_in_app_url(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
+    """Apps SDK setOpenInAppUrl: the host's "Open in <app>" link (docs/compat.md), https
+    only, then the link policy (the binding's schemes) like openExternal."""
+    await database_sync_to_async(_open_in_app_decide)(ctx, view, _kind(row, params), params)
+    return {}
+
+
+def _open_in_app_decide(ctx, view: ToolCall, kind: ActionKind, params: dict[str, Any]) -> None:
+    href = params.get("href")
+    if not isinstance(href, str) or not href.lower().startswith("https://") or len(href) > 2048:
+        raise _refuse(ctx, view, kind, "scheme_not_allowed", "The app's page must be an https URL.")
+    auth = _authorize_view(ctx, view, kind, url=href, extra={"openInApp": True})
+    if not auth.allowed:
+        raise _deny(auth)
+
+
 @handles("ui/request-display-mode")
 async def _display_mode(
     ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]

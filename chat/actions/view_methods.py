@@ -119,6 +119,9 @@ VIEW_METHODS: tuple[ViewMethod, ...] = (
     _server_request("ui/download-file", ActionKind.UI_DOWNLOAD_FILE),
     _server_request("atrium/setWidgetState", ActionKind.WIDGET_STATE, bucket=WIDGET_STATE),
     _server_request("openai/requestModal", ActionKind.APPS_SDK_REQUEST_MODAL),
+    # Apps SDK setOpenInAppUrl: the host's "Open in <app>" link, decided as a link
+    # (https only, then the binding's schemes), audited with extra.openInApp.
+    _server_request("openai/setOpenInAppUrl", ActionKind.APPS_SDK_OPEN_EXTERNAL),
     _server_request("ping"),
     # Draft spec (chat/view_tools, chat/actions/view_tools.py): consent card, then the model.
     _server_request(

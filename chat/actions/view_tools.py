@@ -78,6 +78,7 @@ def _sampling_decide(
     )
     if not auth.allowed:
         raise ViewRequestError(str(auth.decision.reason_code), auth.decision.message, audited=True)
+    view.server, view.thread  # noqa: B018  (loaded here: the task reads them off the loop)
     return view
 
 

@@ -17,13 +17,15 @@ and answers ``PUT /media/uploads/body/<ticket>/`` itself:
 
 ``upload_body`` (a Django view at the same URL) does the same for a server without this
 wrapper (the test client, WSGI). With ``ATRIUM_BENCH_ENDPOINTS=1`` the wrapper also
-answers ``/media/uploads/_sink/`` by reading and discarding a body: the floor of
-``python -m bench.run --only upload``.
+answers ``/media/uploads/_sink/`` (a plain upload: each chunk written to a file as it arrives,
+then removed) and ``/media/uploads/_sink/discard/`` (the body read and thrown away): the
+floors of ``python -m bench.run --only upload``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -54,7 +56,7 @@ log = logging.getLogger(__name__)
 
 BATCH = 1024 * 1024
 BODY_PATH_RE = re.compile(r"^/media/uploads/body/([A-Za-z0-9_:.\-]+)/$")
-SINK_PATH = "/media/uploads/_sink/"
+SINK_PATHS = ("/media/uploads/_sink/", "/media/uploads/_sink/discard/")
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -149,8 +151,8 @@ class UploadBodyApp:
             if match and not is_sandbox_host(host):
                 await self._upload(scope, receive, send, match.group(1))
                 return
-            if path == SINK_PATH and settings.ATRIUM_BENCH_ENDPOINTS:
-                await self._sink(receive, send)
+            if path in SINK_PATHS and settings.ATRIUM_BENCH_ENDPOINTS:
+                await self._sink(receive, send, store=path == SINK_PATHS[0])
                 return
         await self.app(scope, receive, send)
 
@@ -175,10 +177,14 @@ class UploadBodyApp:
             await _respond(send, *_error(exc))
             return
         pending = bytearray()
+        # One batch is written (off the loop) while the next one arrives: memory is two
+        # batches at most, and the disk and the socket work at the same time.
+        inflight: asyncio.Future[None] | None = None
         try:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
+                    await _settled(inflight)
                     await asyncio.to_thread(writer.discard)
                     await sync_to_async(attachment_refuse_body)(
                         ticket=ticket,
@@ -189,6 +195,7 @@ class UploadBodyApp:
                 chunk = message.get("body", b"")
                 if chunk:
                     if not writer.account(chunk):
+                        await _settled(inflight)
                         await asyncio.to_thread(writer.discard)
                         refused = await sync_to_async(attachment_refuse_body)(
                             ticket=ticket, code="too_large", message=_too_large(ticket)
@@ -198,9 +205,14 @@ class UploadBodyApp:
                     pending += chunk
                     if len(pending) >= BATCH:
                         batch, pending = pending, bytearray()
-                        await asyncio.to_thread(writer.write, batch)
+                        if inflight is not None:
+                            await inflight
+                        inflight = asyncio.ensure_future(asyncio.to_thread(writer.write, batch))
                 if not message.get("more_body", False):
                     break
+            if inflight is not None:
+                await inflight
+                inflight = None
             if pending:
                 await asyncio.to_thread(writer.write, pending)
             result = await sync_to_async(writer.finish)()
@@ -208,20 +220,40 @@ class UploadBodyApp:
             await _respond(send, *_error(exc))
             return
         except BaseException:
+            await _settled(inflight)
             await asyncio.to_thread(writer.discard)
             raise
         await _respond(send, 201, result)
 
-    async def _sink(self, receive: Receive, send: Send) -> None:
+    async def _sink(self, receive: Receive, send: Send, *, store: bool) -> None:
+        """The benchmark's floor: a plain upload (each chunk written to a file as it
+        comes, then the file removed), or with ``store=False`` the body thrown away."""
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            size += len(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
+        path = staging_root() / f"bench-sink-{os.getpid()}-{id(receive)}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) if store else -1
+        try:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if store and chunk:
+                    os.write(fd, chunk)
+                if not message.get("more_body", False):
+                    break
+        finally:
+            if store:
+                os.close(fd)
+                path.unlink(missing_ok=True)
         await _respond(send, 200, {"ok": True, "size": size})
+
+
+async def _settled(inflight: asyncio.Future[None] | None) -> None:
+    """Wait for a write in flight, whatever its outcome (the file is going anyway)."""
+    if inflight is not None:
+        with contextlib.suppress(Exception):
+            await inflight
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], close: bool = False) -> None:

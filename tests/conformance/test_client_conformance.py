@@ -57,8 +57,8 @@ SCENARIOS = [
 ]
 
 # Measured on the pinned suite, warnings counted: before issue 25 part 5 Atrium's client
-# passed 18 of these 26 scenarios (basic-cimd, scope-step-up, pre-registration and the two
-# client-credentials ones failed besides these three); now 23.
+# passed 18 of these 26 scenarios (elicitation, basic-cimd, scope-step-up, pre-registration and
+# the two client-credentials ones failed besides these two); now 24.
 EXPECTED_FAILURES: dict[str, str] = {
     "auth/2025-03-26-oauth-metadata-backcompat": (
         "fails for the reference clients too: the mock's authorization server metadata at "
@@ -70,10 +70,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "the person's ID token: the mcp SDK 2.3.0 has only the second leg "
         "(IdentityAssertionOAuthProvider, the ID-JAG at the MCP authorization server) and "
         "Atrium's own sign-in holds no identity-provider ID token to exchange"
-    ),
-    "elicitation-sep1034-client-defaults": (
-        "an elicitation is answered by a person on Atrium's elicitation card (issue 25 "
-        "part 1); this runner passes no on_server_request answering for a person yet"
     ),
 }
 

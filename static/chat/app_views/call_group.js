@@ -39,7 +39,24 @@ function build(parentRow, appName) {
   return box;
 }
 
+/** A call that needed a sign-in joins the group once a later call of the same tool by
+ *  this view succeeded (the retry after the sign-in, sign_in_retry.js). */
+function settleSignIns(box) {
+  const body = box.querySelector(".view-call-group-body");
+  box.querySelectorAll(".view-calls-attention > .toolcall[data-status=error]").forEach((card) => {
+    const tool = card.querySelector(".tc-tool");
+    const later = Array.prototype.some.call(box.querySelectorAll(".toolcall[data-status=success]"), (other) => {
+      const otherTool = other.querySelector(".tc-tool");
+      return Number(other.dataset.toolCallId) > Number(card.dataset.toolCallId) && otherTool && tool && otherTool.textContent === tool.textContent;
+    });
+    if (!later) return;
+    const next = Array.prototype.find.call(body.children, (c) => Number(c.dataset.toolCallId) > Number(card.dataset.toolCallId));
+    body.insertBefore(card, next || null);
+  });
+}
+
 function summarize(box) {
+  settleSignIns(box);
   const group = box.querySelector(":scope > .view-call-group");
   const cards = box.querySelectorAll(".view-call-group-body > .toolcall, .view-calls-attention > .toolcall");
   const grouped = group.querySelector(".view-call-group-body").children.length;

@@ -13,6 +13,7 @@ import { h } from "../dom.js";
 import { HOST_INFO, KNOWN_PROTOCOLS, LOG_BURST, MAX_MESSAGE_DEPTH, PROTOCOL_VERSION } from "./config.js";
 import { viewMethod } from "./methods.js";
 import { request, rpcError } from "./rpc.js";
+import { afterSignIn, needsSignIn } from "./sign_in_retry.js";
 import { ViewTools } from "./view_tools.js";
 
 function sanitizeFilename(name) {
@@ -223,6 +224,10 @@ export class HostBridge {
     return request(this.client, { type: "view.request", token: this.token, method: method, params: params || {} }).catch((err) => {
       if (err.code === "invalid_token" && !retried && !this.isClosed()) {
         return this.refreshToken().then(() => this.forward(method, params, true));
+      }
+      // A call that needs a sign-in waits for it, then goes again (sign_in_retry.js).
+      if (method === "tools/call" && needsSignIn(err) && !this.isClosed()) {
+        return afterSignIn(err, () => this.isClosed()).then(() => this.forward(method, params, retried));
       }
       throw err;
     });

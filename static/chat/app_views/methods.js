@@ -22,6 +22,7 @@ export const VIEW_METHODS = [
   { "name": "ui/download-file", "message": "request", "side": "server", "aliases": [] },
   { "name": "atrium/setWidgetState", "message": "request", "side": "server", "aliases": [] },
   { "name": "openai/requestModal", "message": "request", "side": "server", "aliases": [] },
+  { "name": "openai/setOpenInAppUrl", "message": "request", "side": "server", "aliases": [] },
   { "name": "ping", "message": "request", "side": "server", "aliases": [] },
   { "name": "sampling/createMessage", "message": "request", "side": "server", "aliases": [] },
   { "name": "notifications/message", "message": "notification", "side": "server", "aliases": ["ui/log"], "pace": "burst" },
