@@ -209,6 +209,7 @@ class AuditEventType(IntEnum):
     SERVER_REQUEST_REFUSED = 903
     SERVER_REQUEST_COMPLETED = 904
     SAMPLING_ALLOWANCE_CREATED = 905
+    SAMPLING_ALLOWANCE_REVOKED = 906
 
     # 920-929 — sampling runs on the workspace's model (chat.server_requests.sampling)
     SAMPLING_RAN = 920  # a server's sampling request ran on the model (token counts in extra)
@@ -347,6 +348,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.SERVER_REQUEST_REFUSED: "Server request refused",
     AuditEventType.SERVER_REQUEST_COMPLETED: "Server request completed (web page finished)",
     AuditEventType.SAMPLING_ALLOWANCE_CREATED: "Sampling allowed in a thread",
+    AuditEventType.SAMPLING_ALLOWANCE_REVOKED: "Sampling allowance revoked",
     AuditEventType.SAMPLING_RAN: "Sampling request ran on the workspace's model",
     AuditEventType.SAMPLING_FAILED: "Sampling request failed",
     AuditEventType.MODEL_MISSING_NOTED: "Thread told the workspace has no model",

@@ -401,5 +401,9 @@ class ApprovalRequestAdmin(admin.ModelAdmin):
             else "No pending request is overdue.",
         )
 
+
 # Files members attach: their list per workspace and each workspace's limits (issue 26).
 from .media import admin as media_admin  # noqa: E402, F401
+
+# What servers asked people and the workspace's model (issue 25): read only; revoke here.
+from .server_requests import admin as server_requests_admin  # noqa: E402, F401

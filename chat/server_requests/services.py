@@ -477,3 +477,31 @@ def server_requests_expire_due(*, grace_seconds: float = 30.0, limit: int = 200)
     return sum(
         1 for pk in list(due) if server_request_expire(request_id=pk, reason="expired") is not None
     )
+
+
+def sampling_allowance_revoke(*, allowance_id: int, actor: Any, actor_label: str = "") -> bool:
+    """Revoke an *Allow in this thread* for sampling: the next request asks again. Audited;
+    ``False`` when it was already revoked."""
+    with transaction.atomic():
+        allowance = (
+            SamplingAllowance.objects.select_for_update()
+            .select_related("thread")
+            .get(pk=allowance_id)
+        )
+        if allowance.revoked_at is not None:
+            return False
+        allowance.revoked_at = timezone.now()
+        allowance.save(update_fields=["revoked_at"])
+        record(
+            event_type=AuditEventType.SAMPLING_ALLOWANCE_REVOKED,
+            decision=Decision.ALLOWED,
+            actor_kind="user",
+            actor_user_id=getattr(actor, "pk", None),
+            actor_label=actor_label,
+            workspace_id=allowance.thread.workspace_id,
+            thread_id=allowance.thread_id,
+            server_id=allowance.server_id,
+            action="sampling_allowance_revoke",
+            extra={"allowance": allowance.pk, "requester": allowance.requester},
+        )
+    return True

@@ -1,4 +1,5 @@
-/* Atrium's Apps SDK compatibility shim: window.openai (and its alias window.aui).
+/* Atrium's Apps SDK compatibility shim: window.openai (and its aliases window.aui and the
+ * legacy window.webplus / window.oai).
  *
  * Inserted by the sandbox proxy at the start of a text/html+skybridge (or Apps SDK) app
  * document, so the widget finds window.openai before its own scripts run. It speaks the
@@ -80,7 +81,7 @@
   }
 
   function announce(changed) {
-    const names = ["openai:set_globals", "aui:set_globals"];
+    const names = ["openai:set_globals", "aui:set_globals", "webplus:set_globals"];
     for (let i = 0; i < names.length; i++) {
       try {
         window.dispatchEvent(new CustomEvent(names[i], { detail: { globals: changed } }));
@@ -262,6 +263,12 @@
         return undefined;
       });
     },
+    setOpenInAppUrl: function (options) {
+      const href = options && typeof options === "object" ? options.href : options;
+      return request("openai/setOpenInAppUrl", compat({ href: String(href || "") })).then(function () {
+        return undefined;
+      });
+    },
     notifyIntrinsicHeight: function (height) {
       explicitHeight = true;
       reportHeight(height);
@@ -280,9 +287,14 @@
   try {
     Object.defineProperty(window, "openai", { value: api, configurable: true, enumerable: true, writable: false });
     Object.defineProperty(window, "aui", { value: api, configurable: true, enumerable: true, writable: false });
+    // The Apps SDK's older names of the same object (widgets built for its first releases).
+    Object.defineProperty(window, "webplus", { value: api, configurable: true, enumerable: true, writable: false });
+    Object.defineProperty(window, "oai", { value: api, configurable: true, enumerable: true, writable: false });
   } catch (e) {
     window.openai = api;
     window.aui = api;
+    window.webplus = api;
+    window.oai = api;
   }
 
   // ---- MCP Apps handshake (the widget itself knows nothing of it) -----------------------------

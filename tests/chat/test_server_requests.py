@@ -486,3 +486,25 @@ def test_a_request_left_pending_past_its_time_is_expired_by_the_sweep(personas, 
     assert (late.status, current.status) == ("expired", "pending")
     row = AuditEvent.objects.get(event_type=AuditEventType.SERVER_REQUEST_EXPIRED)
     assert row.extra["serverRequest"] == late.pk
+
+
+@pytest.mark.django_db
+def test_an_admin_revokes_a_sampling_allowance_and_it_is_audited(personas, admin_client) -> None:
+    from chat.server_requests.models import SamplingAllowance
+    from chat.server_requests.services import sampling_allowance_for
+
+    server = factories.McpServerFactory()
+    allowance = SamplingAllowance.objects.create(
+        thread=personas.thread, server=server, granted_by=personas.owner
+    )
+    assert sampling_allowance_for(thread_id=personas.thread.pk, server_id=server.pk)
+    listing = admin_client.get("/admin/chat/samplingallowance/")
+    assert listing.status_code == 200 and server.name in listing.content.decode()
+    admin_client.post(
+        "/admin/chat/samplingallowance/",
+        {"action": "revoke_selected", "_selected_action": [allowance.pk]},
+    )
+    assert sampling_allowance_for(thread_id=personas.thread.pk, server_id=server.pk) is None
+    row = AuditEvent.objects.get(event_type=AuditEventType.SAMPLING_ALLOWANCE_REVOKED)
+    assert row.extra["allowance"] == allowance.pk and row.thread_id == personas.thread.pk
+    assert admin_client.get("/admin/chat/serverrequest/").status_code == 200

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +58,8 @@ TS_DEMO = ROOT / "tools" / "mcp-servers" / "mcp-ui-demo" / "server.mjs"
 MCP_UI_NODE = ROOT / "tools" / "mcp-servers" / "node_modules" / "@mcp-ui" / "server"
 PY_VENV = ROOT / ".tools" / "venvs" / "mcp-ui-server" / "bin" / "python"
 PY_DEMO = ROOT / "tests" / "fixtures" / "mcp_ui" / "python_server.py"
-THREADS = ("ts", "py")
+SDK_LEGACY = ROOT / "tests" / "fixtures" / "mcp_servers" / "apps_sdk_legacy.py"
+THREADS = ("ts", "py", "sdk")
 
 
 @dataclass
@@ -130,11 +132,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "mcpServers": {
             "mcp-ui-ts": {"command": "node", "args": [str(TS_DEMO)]},
             "mcp-ui-py": {"command": str(PY_VENV), "args": [str(PY_DEMO)]},
+            "apps-sdk-legacy": {"command": sys.executable, "args": [str(SDK_LEGACY)]},
         }
     }
     (var_dir / "mcp.json").write_text(json.dumps(config))
     imported = server.manage("mcp", "import", str(var_dir / "mcp.json"), "--bind", "acme")
-    assert imported.count("Added '") == 2, imported
+    assert imported.count("Added '") == 3, imported
     # The tools a person starts run without asking; `echo`, which the views call, asks.
     binds = [
         ["bind", "mcp-ui-ts", "--workspace", "acme"]
@@ -395,6 +398,53 @@ def test_mcp_ui_server(spec: Spec, world: World, context: Any, screenshots: Path
         spec.rendered(app_frame(restored))
 
         # 5. No CSP violation.
+        unexpected = violations.unexpected({})
+        assert not unexpected, "CSP violations:\n" + "\n".join(unexpected)
+    finally:
+        page.close()
+
+
+def test_apps_sdk_legacy_globals_and_open_in_app(
+    world: World, context: Any, screenshots: Path
+) -> None:
+    """A widget of the Apps SDK's first releases: `window.webplus` / `window.oai` are
+    `window.openai`, and `setOpenInAppUrl` puts an "Open in <app>" link in the host bar —
+    https only (a `javascript:` page is refused and audited), decided like openExternal."""
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    violations = Violations(page)
+    try:
+        page.goto(world.thread_url("sdk"))
+        page.wait_for_selector("#conn-indicator[data-state=live]")
+        box = page.locator("#composer-input")
+        box.fill("/call apps-sdk-legacy.show_item {}")
+        box.press("Enter")
+        row = view_row(page, "show_item")
+        expect(outer_frame(row)).to_be_attached(timeout=30_000)
+        app = app_frame(row)
+        expect(app.locator("#title")).to_have_text("Item Lamp", timeout=30_000)
+        expect(app.locator("#aliases")).to_have_text("webplus=true oai=true")
+
+        since = world.last_audit_id()
+        app.locator("#open-in-app").click()
+        expect(app.locator("#status")).to_have_text("linked https://app.example.com/items/42")
+        link = row.locator(".view-open-in-app")
+        expect(link).to_have_attribute("href", "https://app.example.com/items/42")
+        expect(link).to_have_text("Open in apps-sdk-legacy")
+        expect(link).to_have_attribute("rel", "noopener noreferrer")
+        allowed = world.wait_audit(since, "apps_sdk_open_external")
+        assert allowed["decision"] == "allowed", allowed
+
+        since = world.last_audit_id()
+        app.locator("#bad-page").click()
+        expect(app.locator("#status")).to_contain_text("refused")
+        refused = world.wait_audit(since, "apps_sdk_open_external")
+        assert (refused["decision"], refused["reason"]) == ("denied", "scheme_not_allowed")
+        expect(link).to_have_attribute("href", "https://app.example.com/items/42")
+        for theme in ("light", "dark"):
+            page.evaluate("theme => window.AtriumTheme.set(theme)", theme)
+            view_screenshot(page, row, screenshots / f"compat-apps-sdk-open-in-app-{theme}.png")
+        page.evaluate("() => window.AtriumTheme.set('light')")
         unexpected = violations.unexpected({})
         assert not unexpected, "CSP violations:\n" + "\n".join(unexpected)
     finally:

@@ -92,6 +92,37 @@ export class OpenAiCompat {
     view.bridge.respond(id, {});
   }
 
+  /** Apps SDK setOpenInAppUrl({href}): once the server allowed it (https only, then the
+   *  binding's link policy; audited), the view's host bar gets "Open in <app>" — a plain
+   *  link the person clicks (their gesture opens it; the full URL is its tooltip). A later
+   *  call replaces it. */
+  setOpenInAppUrl(id, params) {
+    const { bridge } = this.view;
+    const href = typeof params.href === "string" ? params.href : "";
+    bridge.forward("openai/setOpenInAppUrl", Object.assign({}, params, { href })).then(
+      (result) => {
+        if (!this.view.closed) this.showOpenInApp(href);
+        bridge.respond(id, result || {});
+      },
+      (err) => bridge.respondError(id, rpcError(err))
+    );
+  }
+
+  showOpenInApp(href) {
+    const frame = this.view.frame;
+    const bar = frame.stageButtons && frame.stageButtons.parentNode;
+    if (!bar) return;
+    const old = bar.querySelector(".view-open-in-app");
+    if (old) old.remove();
+    const name = this.view.appName();
+    const link = h("a", {
+      class: "btn btn-sm btn-secondary view-open-in-app",
+      text: "Open in " + name,
+      attrs: { href, target: "_blank", rel: "noopener noreferrer", title: href, "aria-label": "Open in " + name + ": " + href },
+    });
+    bar.insertBefore(link, frame.stageButtons);
+  }
+
   /** The dialog this view opened (if any) closes; its view is destroyed on close. */
   closeModal() {
     if (this.modalView) this.modalView.modal.dialog.close();

@@ -85,6 +85,7 @@ const requestSteps = {
   "ui/message": (bridge, id, params) => bridge.cards.sendMessage(id, params),
   "ui/download-file": (bridge, id, params) => bridge.download(id, params),
   "openai/requestModal": (bridge, id, params) => bridge.openai.openModal(id, params),
+  "openai/setOpenInAppUrl": (bridge, id, params) => bridge.openai.setOpenInAppUrl(id, params),
   "atrium/setWidgetState": (bridge, id, params) => bridge.openai.setWidgetState(id, params),
 };
 
