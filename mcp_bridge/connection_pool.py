@@ -441,9 +441,9 @@ class ConnectionPool:
 
     async def _inbound(self, link: Link, kind: InboundKind, params: Any) -> dict[str, Any]:
         """Route a server's request to the handler of the call it belongs to."""
-        handler = link.routes.handler_for(kind)
-        spec = link.server.spec
         wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        handler = link.routes.handler_for(kind, wire)
+        spec = link.server.spec
         return await handler(
             InboundRequest(kind=kind, server_label=spec.label, server_key=spec.key, params=wire)
         )

@@ -470,7 +470,7 @@ class ConnectionManager:
 
         async def op(link: Link, client: Client) -> dict[str, Any]:
             try:
-                with link.routes.route(on_server_request):
+                with link.routes.route(on_server_request, task_id=task_id):
                     return await _send_raw(client, method, {"taskId": task_id}, timeout=budget)
             except MCPError as exc:
                 if exc.code != CONNECTION_CLOSED and _names_missing_task(exc):

@@ -40,6 +40,7 @@ from ..app_view_bridge import (
 )
 from ..models import Message, ToolCall
 from ..services import app_views
+from ..view_tools.naming import block_text
 from .app_view_calls import (
     ViewRequestError,
     admitted_view,
@@ -292,6 +293,7 @@ def _content_text(content: Any) -> str:
     """ui/message content may be one block or a list of blocks (accept both)."""
     blocks = content if isinstance(content, list) else [content]
     texts = []
+    described: list[str] = []
     for block in blocks[:20]:
         if (
             isinstance(block, dict)
@@ -301,7 +303,10 @@ def _content_text(content: Any) -> str:
             texts.append(block["text"])
         elif isinstance(block, str):
             texts.append(block)
-    return "\n\n".join(texts).strip()
+        elif isinstance(block, dict):  # issue 27: other modalities, described
+            described.append(block_text(block))
+    text = "\n\n".join(texts).strip()
+    return "\n\n".join([text, *described]) if text and described else text
 
 
 @handles("ui/message")

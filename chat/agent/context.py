@@ -31,6 +31,7 @@ from ..providers.base import (
 )
 from ..server_context.content import resource_context
 from ..services import turns
+from ..view_tools.naming import block_text
 from ..view_tools.services import view_provider_tools
 
 MAX_TOOL_RESULT_CHARS = 16_000  # per tool result sent to the model
@@ -177,6 +178,8 @@ def context_text(context: Any) -> str:
                 parts.append(block["text"])
         elif isinstance(block, str):
             parts.append(block)
+        elif isinstance(block, Mapping):  # image, resource, link: a described reference
+            parts.append(block_text(block))
     structured = context.get("structuredContent")
     if structured is not None:
         parts.append(_compact(structured, MAX_CONTEXT_CHARS))

@@ -55,11 +55,7 @@ MAX_ATTEMPTS = 10  # runs of one asset (retries, redeliveries, requeues) before 
 
 
 def media_event(asset: MediaAsset) -> dict[str, Any]:
-    return {
-        **asset_descriptor(asset),
-        "toolCallId": asset.tool_call_id,
-        "messageId": asset.message_id,
-    }
+    return {**asset_descriptor(asset), "toolCallId": asset.tool_call_id}
 
 
 def emit_message_of(message_id: int) -> None:

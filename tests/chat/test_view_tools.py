@@ -179,3 +179,17 @@ def test_a_views_sampling_allowance_is_apart_from_its_servers(personas) -> None:
         call_id=view.pk, kind="sampling", params=params, key="k3", expires_in=60
     )
     assert by_server.allowance_id is None  # …its server is not
+
+
+def test_images_from_a_view_reach_the_model_as_described_references() -> None:
+    from chat.actions.app_views import _content_text
+    from chat.agent.context import context_text
+
+    image = {"type": "image", "mimeType": "image/png", "data": "A" * 2048}
+    assert context_text({"content": [{"type": "text", "text": "Chart:"}, image]}) == (
+        "Chart:\n[image: image/png, about 1 KB]"
+    )
+    assert _content_text([image, {"type": "text", "text": "Look"}]) == (
+        "Look\n\n[image: image/png, about 1 KB]"
+    )
+    assert _content_text([image]) == ""  # still needs text to be posted

@@ -143,3 +143,31 @@ async def test_capabilities_declared_exactly() -> None:
     async with ConnectionManager() as nothing:
         declared = json.loads(text_of(await nothing.call_tool(spec(), "capabilities")))
     assert "elicitation" not in declared and "sampling" not in declared
+
+
+async def test_a_request_naming_its_task_goes_to_that_tasks_reader() -> None:
+    routes = InboundRoutes()
+
+    async def other(_request: InboundRequest) -> dict[str, Any]:
+        return {}
+
+    def from_reader_task(params: dict[str, Any]) -> Any:
+        found: list[Any] = []
+
+        def probe() -> None:
+            try:
+                found.append(routes.handler_for("elicitation", params))
+            except InboundRequestRefused as exc:
+                found.append(exc)
+
+        return asyncio.get_running_loop().run_in_executor(None, probe), found
+
+    with routes.route(_answer, task_id="t-1"), routes.route(other, task_id="t-2"):
+        meta = {"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t-2"}}}
+        waiting, found = from_reader_task(meta)
+        await waiting
+        assert found == [other]
+        # Without a task named, two readers in flight stay ambiguous.
+        waiting, found = from_reader_task({})
+        await waiting
+        assert isinstance(found[0], InboundRequestRefused)

@@ -160,7 +160,7 @@ export class Lifecycle {
     const card = h(
       "div",
       { class: "view-fallback" + (unsupported ? " is-unsupported" : " is-error"), attrs: { role: "note" } },
-      h("div", { class: "view-fallback-head" }, icon("alert", "view-icon"), h("strong", { text: unsupported ? "This view type is not supported" : "The view could not be shown" })),
+      h("div", { class: "view-fallback-head" }, icon("alert", "view-icon"), h("strong", { text: unsupported ? "This view type is not supported" : err.code === "view_too_large" ? "This app's page is too large" : "The view could not be shown" })),
       h("p", { class: "view-fallback-reason", text: err.message || "Unknown error." }),
       err.code ? h("code", { class: "view-fallback-code", text: err.code }) : null,
       text ? h("div", { class: "view-fallback-label", text: "Text result" }) : null,
