@@ -160,7 +160,7 @@ async def approval_decide_request(ctx: ActionContext, msg: dict[str, Any]) -> di
         raise ActionError(
             "invalid_message",
             "Send approvalId and decision: 'approve' (once), 'allow_thread', "
-            "'allow_workspace' or 'reject'.",
+            "'allow_workspace', 'allow_app' or 'reject'.",
         )
     if not await database_sync_to_async(_approval_in_thread)(approval_id, ctx.thread.pk):
         raise ActionError("not_found", "That approval request is not in this thread.")

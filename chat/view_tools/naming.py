@@ -122,7 +122,7 @@ def block_text(block: Any) -> str:
         mime = str(block.get("mimeType") or kind)[:80]
         data = block.get("data")
         size = len(data) * 3 // 4 if isinstance(data, str) else 0
-        return f"[{kind}: {mime}, about {max(1, size // 1024)} KB]"
+        return f"[{kind}: {mime}" + (f", about {size // 1024} KB]" if size >= 1024 else "]")
     if kind == "resource_link" or kind == "resourceLink":
         name = str(block.get("name") or block.get("title") or "")[:120]
         return f"[resource link: {str(block.get('uri') or '')[:300]}{' — ' + name if name else ''}]"

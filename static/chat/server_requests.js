@@ -27,7 +27,7 @@ function isMine(req) {
 
 function title(req) {
   // Issue 27: an app's view asks (sampling, or the model running one of the view's tools).
-  if (req.kind === "view_tool") return "The model wants to run " + ((req.viewTool && req.viewTool.name) || "a tool") + " in the " + serverName(req) + " view";
+  if (req.kind === "view_tool") return "The model " + (req.status === "accepted" ? "ran " : "wants to run ") + ((req.viewTool && req.viewTool.name) || "a tool") + " in the " + serverName(req) + " view";
   if (req.kind === "sampling" && req.requester === "app_view") return "The " + serverName(req) + " app (its view) wants to use this workspace’s model";
   if (req.kind === "sampling") return serverName(req) + " wants to use this workspace’s model";
   if (req.kind === "elicitation_url") return serverName(req) + " asks " + (isMine(req) ? "you" : forName(req)) + " to open a web page";

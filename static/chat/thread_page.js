@@ -20,6 +20,7 @@ import { bindComposer, setComposerEnabled } from "./composer.js";
 import { h, icon } from "./dom.js";
 import { bindPresentationalActions } from "./render/lightbox.js";
 import { initServerRequests } from "./server_requests.js";
+import { initSignInRerun } from "./sign_in_rerun.js";
 import { startSocket } from "./socket.js";
 import { applyDelta, applyMedia, applyPartial, applyProgress, bindScrolling, placeCall, scrollToBottom, upsertCall, upsertMessage } from "./timeline.js";
 import { toast } from "./toasts.js";
@@ -159,6 +160,7 @@ bindScrolling();
 // opens in it at once.
 sidePane.init({ client: client, layout: readLayout() });
 els.list.addEventListener("click", onTimelineAction);
+initSignInRerun(els.list);
 
 (snapshot.toolCalls || []).forEach(function (call) {
   calls.set(call.id, call);

@@ -171,6 +171,9 @@ ALLOWED_ACTORS: dict[ActionKind, frozenset[str]] = {
     K.APPS_SDK_OPEN_EXTERNAL: frozenset({"app_view"}),
     K.WIDGET_STATE: frozenset({"app_view"}),
     K.APPS_SDK_REQUEST_MODAL: frozenset({"app_view"}),
+    K.VIEW_SAMPLING: frozenset({"app_view"}),  # issue 27 (chat/view_tools)
+    K.VIEW_TOOLS_REGISTER: frozenset({"app_view"}),
+    K.VIEW_TOOL_CALL: frozenset({"app_view"}),
 }
 
 ACTOR_FACTORIES = {"user": user, "model": model, "app_view": app}
@@ -220,6 +223,9 @@ PERSONA_MATRIX: dict[ActionKind, tuple[tuple[Outcome, Reason], ...]] = {
     K.APPS_SDK_OPEN_EXTERNAL: (OK, OK, OK, OUTSIDER_NO),
     K.WIDGET_STATE: (OK, OK, VIEWER_NO, OUTSIDER_NO),
     K.APPS_SDK_REQUEST_MODAL: (OK, OK, OK, OUTSIDER_NO),
+    K.VIEW_SAMPLING: (OK, OK, VIEWER_NO, OUTSIDER_NO),  # issue 27: members only
+    K.VIEW_TOOLS_REGISTER: (OK, OK, VIEWER_NO, OUTSIDER_NO),
+    K.VIEW_TOOL_CALL: (OK, OK, VIEWER_NO, OUTSIDER_NO),
 }
 PERSONAS = ("owner", "member", "viewer", None)
 

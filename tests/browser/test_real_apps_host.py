@@ -217,6 +217,6 @@ def test_a_widget_needs_one_consent_card_and_its_calls_group_under_it(
     expect(group.locator(".view-call-group-count")).to_have_text("22 calls by Real apps")
     assert world.approvals() == ["w_bootstrap"]
     shots(page, screenshots, "grouped", row)
-    group.locator("summary").click()
+    group.locator(":scope > summary").click()
     expect(group.locator(".view-call-group-body .toolcall").first).to_be_visible()
     shots(page, screenshots, "grouped-open", row)

@@ -10,6 +10,8 @@ workspace's model.
 - The view provides a tool (app capability ``tools``): the model is offered
   ``view__feat__board_count`` described as coming from the view, calls it, the view answers
   and the model gets the view's result.
+- A tool not declared safe asks the person first (*Approve once*); ``list_changed`` makes the
+  host list the view's tools again; a view that goes mid-call fails the call clearly.
 - ``ui/log`` (the draft's name of ``notifications/message``) is accepted and audited.
 """
 
@@ -34,7 +36,7 @@ from tests.waiting import poll
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-THREADS = ["sampling", "tools", "log"]
+THREADS = ["sampling", "tools", "log", "ask", "closing"]
 WIRE_NAME = "view__feat__board_count"
 SAMPLING_META_SENTINEL = "SENTINEL-VIEW-SAMPLING-META-5a1c"  # the fixture view's _meta
 
@@ -264,3 +266,83 @@ def test_ui_log_is_accepted_and_audited(open_page, world):
     )
     assert rows[0]["decision"] == "allowed"
     assert "hello from ui/log" in rows[0]["extra"]["data"]
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m.get("role") == "tool"]
+
+
+def test_a_tool_not_declared_safe_asks_first_and_list_changed_relists(
+    open_page, world, screenshots
+):
+    page = open_page("ask")
+    _, app, _ = open_view(page)
+    poll(
+        lambda: world.audit(AuditEventType.VIEW_TOOLS_REGISTERED, "ask"),
+        timeout=30,
+        reason="the view's tools registered",
+    )
+    app.locator("#add").click()  # registerTool after connect → notifications/tools/list_changed
+    registered = poll(
+        lambda: [
+            r
+            for r in world.audit(AuditEventType.VIEW_TOOLS_REGISTERED, "ask")
+            if "board_extra" in r["extra"]["tools"]
+        ],
+        timeout=30,
+        reason="the view's tools listed again",
+    )
+    assert registered[0]["decision"] == "allowed"
+
+    before = len(world.llm.requests)
+    world.llm.push(
+        openai_tool_calls(("call_c1", "view__feat__board_clear", ["{}"])),
+        openai_text("Cleared."),
+    )
+    post(page, "Clear the board, please.")
+    card = page.locator(".srq[data-kind=view_tool][data-status=pending]")
+    expect(card).to_contain_text("The model wants to run board_clear in the Features view")
+    assert app.locator("#out-clear").inner_text() == ""  # nothing runs before consent
+    card.scroll_into_view_if_needed()
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.wait_for_selector(f"html[data-theme={scheme}]")
+        card.screenshot(path=str(screenshots / f"view-apptool-ask-{scheme}.png"))
+    page.emulate_media(color_scheme="light")
+    card.get_by_role("button", name="Approve once").click()
+    expect(app.locator("#out-clear")).to_have_text("cleared")
+    expect(page.locator(".msg-entry", has_text="Cleared.")).to_be_visible()
+    offered = [t["function"]["name"] for t in world.llm.requests[before].body["tools"]]
+    assert "view__feat__board_extra" in offered
+    assert tool_results(world.llm.requests[before + 1].body)[-1] == "The board is empty now."
+
+
+def test_a_view_that_goes_mid_call_fails_the_call_clearly(open_page, world):
+    page = open_page("closing")
+    _, app, _ = open_view(page)
+    poll(
+        lambda: world.audit(AuditEventType.VIEW_TOOLS_REGISTERED, "closing"),
+        timeout=30,
+        reason="the view's tools registered",
+    )
+    before = len(world.llm.requests)
+    world.llm.push(
+        openai_tool_calls(("call_w1", "view__feat__board_wait", ["{}"])),
+        openai_text("The view went away."),
+    )
+    post(page, "Wait for the board.")
+    poll(
+        lambda: world.audit(AuditEventType.VIEW_TOOL_CALLED, "closing"),
+        timeout=30,
+        reason="the view's tool called",
+    )
+    page.goto("about:blank")  # the page (and its socket) goes while the view has not answered
+    failed = poll(
+        lambda: world.audit(AuditEventType.VIEW_TOOL_FAILED, "closing"),
+        timeout=30,
+        reason="the call failed",
+    )
+    assert failed[0]["reason"] in ("view_closed", "closed")
+    poll(lambda: len(world.llm.requests) >= before + 2, timeout=30, reason="the model told")
+    told = tool_results(world.llm.requests[before + 1].body)[-1]
+    assert "closed before it answered" in told

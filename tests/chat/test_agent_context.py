@@ -51,7 +51,10 @@ def test_context_text_keeps_text_blocks_and_structured_content_within_its_limit(
     assert context.context_text(None) == ""
     assert context.context_text(["not a mapping"]) == ""
     assert context.context_text({"content": "plain"}) == "plain"
-    assert context.context_text({"content": [{"type": "image", "data": "…"}, "b"]}) == "b"
+    # Other modalities are described (issue 27: the host declares them; chat/view_tools).
+    assert context.context_text({"content": [{"type": "image", "data": "…"}, "b"]}) == (
+        "[image: image]\nb"
+    )
     long = context.context_text({"content": [{"type": "text", "text": "y" * 10_000}]})
     assert len(long) == context.MAX_CONTEXT_CHARS and long.endswith("…")
 

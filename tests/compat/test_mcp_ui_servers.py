@@ -449,7 +449,10 @@ def test_apps_sdk_legacy_globals_and_open_in_app(
         expect(link).to_have_attribute("href", "https://app.example.com/items/42")
         for theme in ("light", "dark"):
             page.evaluate("theme => window.AtriumTheme.set(theme)", theme)
-            view_screenshot(page, row, screenshots / f"compat-apps-sdk-open-in-app-{theme}.png")
+            # The host bar too: the "Open in <app>" link is host chrome, not the app's.
+            row.locator(".view-stage").screenshot(
+                path=str(screenshots / f"compat-apps-sdk-open-in-app-{theme}.png")
+            )
         page.evaluate("() => window.AtriumTheme.set('light')")
         unexpected = violations.unexpected({})
         assert not unexpected, "CSP violations:\n" + "\n".join(unexpected)

@@ -34,8 +34,11 @@ function build(parentRow, appName) {
   );
   const box = h("div", { class: "view-calls", data: { appName: appName }, attrs: { "aria-label": "Calls made by this view" } }, attention, group);
   parentRow.appendChild(box);
-  // Cards come and go (a status update replaces a card): the summary follows.
-  new MutationObserver(() => summarize(box)).observe(box, { childList: true, subtree: true });
+  // Cards come and go (a status update replaces a card): the summary follows. Only the
+  // two card lists are watched, never the summary this writes.
+  const watch = new MutationObserver(() => summarize(box));
+  watch.observe(attention, { childList: true });
+  watch.observe(body, { childList: true });
   return box;
 }
 

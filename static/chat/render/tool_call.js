@@ -135,7 +135,7 @@ function renderToolError(error) {
 /** "Connect <server> to continue": the server needs a sign-in (OAuth) that the person
  *  the call ran for (or, for a shared grant, an administrator) has not given. The button
  *  posts to the app's connect view in a new tab (the provider's consent page); once
- *  connected, "Run again" repeats the call as the viewer. */
+ *  connected, the call runs again by itself (sign_in_rerun.js), "Run again" by hand. */
 function renderConnectCard(call, opts) {
   const details = (call.error && call.error.details) || {};
   const server = (call.server && (call.server.name || call.server.slug)) || details.server || "the server";
@@ -144,7 +144,7 @@ function renderConnectCard(call, opts) {
   const tokenInput = document.querySelector('input[name="csrfmiddlewaretoken"]');
   let text;
   if (details.shared) text = "An administrator needs to connect " + server + " for everyone before this tool can run.";
-  else if (mine) text = "This tool runs with your own " + server + " account. Connect it, then run the call again.";
+  else if (mine) text = "This tool runs with your own " + server + " account. Connect it: the call runs again once you have signed in.";
   else text = "This tool runs with the account of " + ((call.requestedBy && call.requestedBy.name) || "the person who asked") + ", who has not connected " + server + " yet.";
   let actions = null;
   if (mine && opts.canAct && slug && tokenInput) {
