@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import mcp_types
 from channels.db import database_sync_to_async
 from django.conf import settings
 
@@ -47,6 +48,11 @@ def manager() -> ConnectionManager:
             on_tools_changed=_tools_changed,
             on_notification=_notified,
             inbound_kinds=INBOUND_KINDS,
+            # Sampling with tools (SEP-1577) is implemented (chat.providers.sampling_format);
+            # includeContext is not (read as "none"), so `context` is not declared.
+            sampling_capability=mcp_types.SamplingCapability(
+                tools=mcp_types.SamplingToolsCapability()
+            ),
             # Beside the staging files it becomes: staging renames it, never copies it.
             spool_dir=Path(settings.MEDIA_STAGING_ROOT) / SPOOL_SUBDIR,
         )

@@ -171,3 +171,15 @@ async def test_a_request_naming_its_task_goes_to_that_tasks_reader() -> None:
         waiting, found = from_reader_task({})
         await waiting
         assert isinstance(found[0], InboundRequestRefused)
+
+
+async def test_the_gateway_declares_sampling_with_tools_elicitation_and_no_roots() -> None:
+    from mcp_bridge import gateway
+
+    try:
+        declared = json.loads(text_of(await gateway.manager().call_tool(spec(), "capabilities")))
+    finally:
+        await gateway.close_all()
+    assert declared["sampling"] == {"tools": {}}
+    assert set(declared["elicitation"]) == {"form", "url"}
+    assert "roots" not in declared
