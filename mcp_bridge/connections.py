@@ -69,7 +69,14 @@ from mcp_bridge.connection_pool import (
     ToolsChangedCallback,
     utcnow,
 )
-from mcp_bridge.errors import BridgeError, Cancelled, ServerUnavailable, ToolNotFound
+from mcp_bridge.errors import (
+    BridgeError,
+    Cancelled,
+    ServerUnavailable,
+    TaskNotFound,
+    TaskUnsupported,
+    ToolNotFound,
+)
 from mcp_bridge.server_requests import InboundRequestHandler
 from mcp_bridge.server_spec import ServerSpec
 
@@ -685,32 +692,6 @@ async def _unless_set(work: Coroutine[Any, Any, _T], cancel_event: asyncio.Event
     if task.cancelled():
         raise Cancelled(reason="cancelled by the caller")
     return task.result()
-
-
-class TaskUnsupported(BridgeError):
-    """A call as a task on a server that does not declare ``tasks.requests.tools.call``."""
-
-    code = "task_unsupported"
-
-    def __init__(self, tool: str, *, server: str) -> None:
-        super().__init__(
-            f"The tool '{tool}' runs only as a task, and the server '{server}' does not "
-            "declare task support.",
-            details={"tool": tool, "server": server},
-        )
-
-
-class TaskNotFound(BridgeError):
-    """The server no longer knows a task (its ttl passed, or the server restarted)."""
-
-    code = "task_not_found"
-
-    def __init__(self, task_id: str, *, server: str, detail: str | None = None) -> None:
-        super().__init__(
-            f"The tool server '{server}' no longer has this task (it expired or the server "
-            "restarted); its result is lost.",
-            details={"taskId": task_id, "server": server, "detail": (detail or "")[:300]},
-        )
 
 
 def _declares_tool_tasks(client: Client) -> bool:

@@ -200,6 +200,32 @@ class UrlElicitationRequired(BridgeError):
         super().__init__(details={"tool": tool, "elicitations": list(elicitations or [])[:10]})
 
 
+class TaskUnsupported(BridgeError):
+    """A call as a task on a server that does not declare ``tasks.requests.tools.call``."""
+
+    code = "task_unsupported"
+
+    def __init__(self, tool: str, *, server: str) -> None:
+        super().__init__(
+            f"The tool '{tool}' runs only as a task, and the server '{server}' does not "
+            "declare task support.",
+            details={"tool": tool, "server": server},
+        )
+
+
+class TaskNotFound(BridgeError):
+    """The server no longer knows a task (its ttl passed, or the server restarted)."""
+
+    code = "task_not_found"
+
+    def __init__(self, task_id: str, *, server: str, detail: str | None = None) -> None:
+        super().__init__(
+            f"The tool server '{server}' no longer has this task (it expired or the server "
+            "restarted); its result is lost.",
+            details={"taskId": task_id, "server": server, "detail": (detail or "")[:300]},
+        )
+
+
 class ResourceNotFound(BridgeError):
     code = "resource_not_found"
     jsonrpc_code = MCP_RESOURCE_NOT_FOUND
@@ -292,6 +318,9 @@ ERROR_CLASSES: dict[str, type[BridgeError]] = {
         ToolTimeout,
         ServerCrashed,
         ToolReturnedError,
+        UrlElicitationRequired,
+        TaskUnsupported,
+        TaskNotFound,
         ResourceNotFound,
         InvalidResource,
         Cancelled,

@@ -40,8 +40,7 @@ from chat.calls.finish import tool_call_fail, tool_call_finish
 from chat.models import ToolCall, ToolCallStatus
 from chat.server_requests.handler import CallServerRequests, server_request_handler_for
 from mcp_bridge import gateway
-from mcp_bridge.connections import TaskNotFound, TaskUnsupported
-from mcp_bridge.errors import BridgeError
+from mcp_bridge.errors import BridgeError, TaskNotFound, TaskUnsupported
 from mcp_bridge.models import Tool
 
 log = logging.getLogger(__name__)

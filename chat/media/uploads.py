@@ -18,7 +18,7 @@ and answers ``PUT /media/uploads/body/<ticket>/`` itself:
 ``upload_body`` (a Django view at the same URL) does the same for a server without this
 wrapper (the test client, WSGI). With ``ATRIUM_BENCH_ENDPOINTS=1`` the wrapper also
 answers ``/media/uploads/_sink/`` (a plain upload: each chunk written to a file as it arrives,
-then removed) and ``/media/uploads/_sink/discard/`` (the body read and thrown away): the
+kept until the next one) and ``/media/uploads/_sink/discard/`` (the body read and thrown away): the
 floors of ``python -m bench.run --only upload``.
 """
 
@@ -87,6 +87,13 @@ class StagingWriter:
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
+
+    def write_chunks(self, chunks: list[bytes]) -> None:
+        """Several chunks in one system call, without joining them first."""
+        total = sum(len(c) for c in chunks)
+        written = os.writev(self._fd, chunks)
+        if written < total:  # a short write (rare): the rest one by one
+            self.write(b"".join(chunks)[written:])
 
     def account(self, chunk: bytes) -> bool:
         """Count a chunk; False once the body is larger than the ticket allows."""
@@ -176,7 +183,8 @@ class UploadBodyApp:
         except AttachmentRefused as exc:
             await _respond(send, *_error(exc))
             return
-        pending = bytearray()
+        pending: list[bytes] = []
+        pending_size = 0
         # One batch is written (off the loop) while the next one arrives: memory is two
         # batches at most, and the disk and the socket work at the same time.
         inflight: asyncio.Future[None] | None = None
@@ -202,19 +210,22 @@ class UploadBodyApp:
                         )
                         await _respond(send, *_error(refused), close=True)
                         return
-                    pending += chunk
-                    if len(pending) >= BATCH:
-                        batch, pending = pending, bytearray()
+                    pending.append(chunk)
+                    pending_size += len(chunk)
+                    if pending_size >= BATCH:
+                        batch, pending, pending_size = pending, [], 0
                         if inflight is not None:
                             await inflight
-                        inflight = asyncio.ensure_future(asyncio.to_thread(writer.write, batch))
+                        inflight = asyncio.ensure_future(
+                            asyncio.to_thread(writer.write_chunks, batch)
+                        )
                 if not message.get("more_body", False):
                     break
             if inflight is not None:
                 await inflight
                 inflight = None
             if pending:
-                await asyncio.to_thread(writer.write, pending)
+                await asyncio.to_thread(writer.write_chunks, pending)
             result = await sync_to_async(writer.finish)()
         except AttachmentRefused as exc:  # finish() removed the file
             await _respond(send, *_error(exc))
@@ -227,10 +238,13 @@ class UploadBodyApp:
 
     async def _sink(self, receive: Receive, send: Send, *, store: bool) -> None:
         """The benchmark's floor: a plain upload (each chunk written to a file as it
-        comes, then the file removed), or with ``store=False`` the body thrown away."""
+        comes; the file is kept until the next one, as an upload's would be), or with
+        ``store=False`` the body thrown away."""
         size = 0
-        path = staging_root() / f"bench-sink-{os.getpid()}-{id(receive)}"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600) if store else -1
+        path = staging_root() / f"bench-sink-{os.getpid()}"
+        if store:
+            path.unlink(missing_ok=True)  # the previous one
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600) if store else -1
         try:
             while True:
                 message = await receive()
@@ -245,7 +259,6 @@ class UploadBodyApp:
         finally:
             if store:
                 os.close(fd)
-                path.unlink(missing_ok=True)
         await _respond(send, 200, {"ok": True, "size": size})
 
 

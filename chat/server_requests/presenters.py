@@ -115,7 +115,7 @@ def serialize_server_request(row: ServerRequest) -> dict[str, Any]:
             "arguments": params.get("arguments")
             if isinstance(params.get("arguments"), dict)
             else {},
-            "risk": str(params.get("risk") or "")[:20],
+            "risk": str(params.get("risk") or "")[:80],
         }
     else:
         payload["sampling"] = {

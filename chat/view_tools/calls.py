@@ -27,7 +27,15 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.core import signing
 
-from bindings.policy import ActionKind, ActorKind, Approval, default_approval, derive_risk
+from bindings.policy import (
+    ActionKind,
+    ActorKind,
+    Approval,
+    RiskSource,
+    default_approval,
+    derive_risk,
+    risk_label,
+)
 from chat.models import Thread, ToolCall
 from chat.server_requests import waiting
 from chat.server_requests.models import Requester, ServerRequestKind, ServerRequestStatus
@@ -132,6 +140,8 @@ async def _consent(offered: OfferedViewTool, user: Any, arguments: dict[str, Any
     notes = offered.tool.get("annotations") or {}
     risk = derive_risk(notes)
     approval = default_approval(risk, ActorKind.MODEL)
+    declared = isinstance(notes.get("destructiveHint"), bool) or notes.get("readOnlyHint") is True
+    label = risk_label(risk, RiskSource.DECLARED if declared else RiskSource.DEFAULT)
     key = secrets.token_urlsafe(16)
     waiting.reserve(key)
     try:
@@ -142,7 +152,7 @@ async def _consent(offered: OfferedViewTool, user: Any, arguments: dict[str, Any
                 "name": offered.tool.get("name"),
                 "title": offered.tool.get("title") or "",
                 "arguments": arguments,
-                "risk": risk.value,
+                "risk": label,
                 "wireName": offered.wire_name,
             },
             key=key,

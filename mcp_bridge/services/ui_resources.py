@@ -173,8 +173,7 @@ def _ui_resource_keep(
     when it is small (``INLINE_UI_DOCUMENT_BYTES``). An external URL stays in the row."""
     data = text.encode()
     content_hash = hashlib.sha256(data).hexdigest()
-    existing = UiResource.objects.filter(server=server, uri=uri, content_hash=content_hash)
-    found = existing.defer("text").first()
+    found = UiResource.objects.filter(server=server, uri=uri, content_hash=content_hash).first()
     if found is not None:
         return found, False
     inline = flavor == "url" or len(data) <= INLINE_UI_DOCUMENT_BYTES

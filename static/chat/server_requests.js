@@ -255,7 +255,7 @@ function renderSampling(card, req, mine) {
 
 function renderViewTool(card, req, mine) {
   const t = req.viewTool || {};
-  card.appendChild(h("p", { class: "approval-meta", text: "A tool the " + serverName(req) + " view provides" + (t.risk ? " · risk: " + t.risk : "") }));
+  card.appendChild(h("p", { class: "approval-meta", text: "A tool the " + serverName(req) + " view provides" + (t.risk ? " · Risk: " + t.risk : "") }));
   card.appendChild(h("code", { class: "srq-url", text: JSON.stringify(t.arguments || {}) }));
   if (!mine) return;
   const actions = h(

@@ -482,6 +482,11 @@ def test_screenshots(open_as, world, scheme):
         pin(page, row, call_id)
     app = app_frame(row)
     expect(app.locator("#info-hostname")).not_to_have_text("--", timeout=15_000)
+    # The default width (other tests widened Olivia's remembered one); the page follows the
+    # server's answer like any of her other devices would.
+    reply = page.evaluate("() => window.AtriumClient.send({type: 'layout.set', width: 480})")
+    assert reply["ok"], reply
+    page.wait_for_function("() => window.AtriumAppViews.pane().width === 480")
     for width in (1440, 900):
         page.set_viewport_size({"width": width, "height": 900})
         page.wait_for_function(

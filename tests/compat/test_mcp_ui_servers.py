@@ -434,7 +434,8 @@ def test_apps_sdk_legacy_globals_and_open_in_app(
         since = world.last_audit_id()
         app.locator("#open-in-app").click()
         expect(app.locator("#status")).to_have_text("linked https://app.example.com/items/42")
-        link = row.locator(".view-open-in-app")
+        link = row.locator(".view-open-in-app").first  # the header's (and the stage bar's)
+        expect(link).to_be_visible()
         expect(link).to_have_attribute("href", "https://app.example.com/items/42")
         expect(link).to_have_text("Open in apps-sdk-legacy")
         expect(link).to_have_attribute("rel", "noopener noreferrer")
@@ -450,9 +451,7 @@ def test_apps_sdk_legacy_globals_and_open_in_app(
         for theme in ("light", "dark"):
             page.evaluate("theme => window.AtriumTheme.set(theme)", theme)
             # The host bar too: the "Open in <app>" link is host chrome, not the app's.
-            row.locator(".view-stage").screenshot(
-                path=str(screenshots / f"compat-apps-sdk-open-in-app-{theme}.png")
-            )
+            row.screenshot(path=str(screenshots / f"compat-apps-sdk-open-in-app-{theme}.png"))
         page.evaluate("() => window.AtriumTheme.set('light')")
         unexpected = violations.unexpected({})
         assert not unexpected, "CSP violations:\n" + "\n".join(unexpected)

@@ -134,7 +134,7 @@ def test_every_class_is_registered_with_a_unique_code() -> None:
         if isinstance(obj, type) and issubclass(obj, BridgeError)
     ]
     assert set(ERROR_CLASSES.values()) == set(classes)
-    assert len(ERROR_CLASSES) == 12
+    assert len(ERROR_CLASSES) == len(classes) == 15  # codes are unique
 
 
 def test_jsonrpc_error_and_retryability() -> None:

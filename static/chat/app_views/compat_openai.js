@@ -108,19 +108,26 @@ export class OpenAiCompat {
     );
   }
 
+  /** The link in the view's header (inline) and in its stage bar (full screen, pip, pane):
+   *  both host chrome, next to the display-mode buttons. */
   showOpenInApp(href) {
-    const frame = this.view.frame;
-    const bar = frame.stageButtons && frame.stageButtons.parentNode;
-    if (!bar) return;
-    const old = bar.querySelector(".view-open-in-app");
-    if (old) old.remove();
+    const { frame, modes } = this.view;
     const name = this.view.appName();
-    const link = h("a", {
-      class: "btn btn-sm btn-secondary view-open-in-app",
-      text: "Open in " + name,
-      attrs: { href, target: "_blank", rel: "noopener noreferrer", title: href, "aria-label": "Open in " + name + ": " + href },
-    });
-    bar.insertBefore(link, frame.stageButtons);
+    const spots = [
+      [modes.slot && modes.slot.parentNode, modes.slot],
+      [frame.stageButtons && frame.stageButtons.parentNode, frame.stageButtons],
+    ];
+    for (const [bar, before] of spots) {
+      if (!bar) continue;
+      const old = bar.querySelector(":scope > .view-open-in-app");
+      if (old) old.remove();
+      const link = h("a", {
+        class: "btn btn-sm btn-secondary view-open-in-app",
+        text: "Open in " + name,
+        attrs: { href, target: "_blank", rel: "noopener noreferrer", title: href, "aria-label": "Open in " + name + ": " + href },
+      });
+      bar.insertBefore(link, before);
+    }
   }
 
   /** The dialog this view opened (if any) closes; its view is destroyed on close. */

@@ -22,7 +22,7 @@ import { request } from "./rpc.js";
 export const NARROW_QUERY = "(max-width: 899px)";
 export const SHORTCUT_LABEL = "Alt+Shift+P";
 const MIN_WIDTH = 320;
-const THREAD_MIN = 340; // the conversation keeps at least this much
+const THREAD_MIN = 420; // the conversation keeps at least this much (app_views.css: the same)
 const KEY_STEP = 32;
 
 const SVG_NS = "http://www.w3.org/2000/svg";
