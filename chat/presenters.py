@@ -170,6 +170,12 @@ def serialize_allowance(allowance: Any) -> dict[str, Any]:
     return {
         "id": allowance.pk,
         "tool": allowance.tool_name,
+        # The app's own tools as one allowance (policy.APP_TOOLS) reads as such.
+        "label": (
+            f"{server.name}'s own tools"
+            if allowance.tool_name == policy.APP_TOOLS
+            else allowance.tool_name
+        ),
         "scope": allowance.scope,
         "server": {"id": server.pk, "slug": server.slug, "name": server.name},
         "grantedBy": _user_payload(allowance.granted_by),

@@ -565,8 +565,10 @@ def test_legacy_raw_html_and_remote_dom(open_as, world, screenshots):
     before = len([r for r in audit(world, tool_name="legacy_echo") if r["action"] == "legacy_tool"])
     drawn.locator("ui-button", has_text="Echo via tool").click()
     poll(
-        lambda: len([r for r in audit(world, tool_name="legacy_echo") if r["action"] == "legacy_tool"])
-        > before,
+        lambda: (
+            len([r for r in audit(world, tool_name="legacy_echo") if r["action"] == "legacy_tool"])
+            > before
+        ),
         timeout=15,
         interval=0.2,
         reason="the remote-dom view's tool action, audited",

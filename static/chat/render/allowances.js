@@ -13,7 +13,7 @@ export function renderAllowances(allowances, opts) {
       icon("shield"),
       h("span", { class: "allowances-title", text: "Allowed in this thread" }),
       h("span", { class: "allowances-count", text: String(list.length) }),
-      h("span", { class: "allowances-hint", text: list.map(function (a) { return a.tool; }).join(", ") }),
+      h("span", { class: "allowances-hint", text: list.map(function (a) { return a.label || a.tool; }).join(", ") }),
       icon("chevron", "allowances-chevron"))
   );
   const body = h("ul", { class: "allowances-list" });
@@ -23,12 +23,12 @@ export function renderAllowances(allowances, opts) {
     body.appendChild(
       h("li", { class: "allowance", data: { allowanceId: a.id } },
         h("div", { class: "allowance-main" },
-          h("code", { class: "allowance-tool", text: a.tool }),
+          h("code", { class: "allowance-tool", text: a.label || a.tool }),
           h("span", { class: "allowance-app", text: (a.server && a.server.name) || "" }),
           h("span", { class: "scope-badge scope-" + a.scope, text: a.scope === "thread" ? "This thread" : "Whole workspace" })),
         h("span", { class: "allowance-meta", attrs: { title: formatFull(a.createdAt) }, text: "Allowed by " + who + " · " + formatRelative(a.createdAt) }),
         mayRevoke
-          ? h("button", { class: "btn btn-ghost btn-sm allowance-revoke", text: "Revoke", attrs: { type: "button", "aria-label": "Revoke " + a.tool }, data: { action: "revoke-allowance", allowanceId: a.id } })
+          ? h("button", { class: "btn btn-ghost btn-sm allowance-revoke", text: "Revoke", attrs: { type: "button", "aria-label": "Revoke " + (a.label || a.tool) }, data: { action: "revoke-allowance", allowanceId: a.id } })
           : null)
     );
   });
