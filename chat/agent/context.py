@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -32,7 +32,7 @@ from ..providers.base import (
 from ..server_context.content import resource_context
 from ..services import turns
 from ..view_tools.naming import block_text
-from ..view_tools.services import view_provider_tools
+from ..view_tools.services import view_context_images, view_provider_tools
 
 MAX_TOOL_RESULT_CHARS = 16_000  # per tool result sent to the model
 MAX_STRUCTURED_CHARS = 8_000
@@ -91,6 +91,9 @@ def load_context(*, thread_id: int, user: Any, role: str) -> TurnContext:
         thread_id=thread.pk, user_id=getattr(user, "pk", None), taken=set(by_wire_name)
     )
     history, several_people, seen = _history(thread, names)
+    images = view_context_images(thread_id=thread.pk)  # issue 27: views' images, as parts
+    if images and history and isinstance(history[-1], UserTurn):
+        history[-1] = replace(history[-1], images=history[-1].images + images)
     system = _system_prompt(thread, several_people=several_people)
     turns.turn_record_tools_offered(
         thread=thread,

@@ -3,6 +3,8 @@ answer, the wire names the model sees, and the text the model gets back. No Djan
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -148,3 +150,36 @@ def pick_wire_names(
             continue
         named[name] = (tool, row)
     return named
+
+
+IMAGE_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+MAX_CONTEXT_IMAGES = 4
+
+
+def context_images(context: Any) -> list[tuple[str, str]]:
+    """``(mime type, base64)`` of the image blocks of a view's model context that are what
+    they say they are (PNG, JPEG, GIF, WebP by their first bytes), at most
+    ``MAX_CONTEXT_IMAGES``: image parts for a provider that takes them."""
+    content = context.get("content") if isinstance(context, Mapping) else None
+    found: list[tuple[str, str]] = []
+    for block in content if isinstance(content, list) else []:
+        if len(found) >= MAX_CONTEXT_IMAGES:
+            break
+        if not isinstance(block, Mapping) or block.get("type") != "image":
+            continue
+        mime, data = block.get("mimeType"), block.get("data")
+        if mime not in IMAGE_MAGIC or not isinstance(data, str):
+            continue
+        try:
+            head = base64.b64decode(data[:64], validate=True)
+            base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if any(head.startswith(magic) for magic in IMAGE_MAGIC[mime]):
+            found.append((mime, data))
+    return found

@@ -16,7 +16,7 @@ from audit.writer import record
 from bindings.policy import ActionKind
 from bindings.services.authorize import Authorization
 from chat.models import Thread, ToolCall
-from chat.providers.base import ProviderTool
+from chat.providers.base import ImageInput, ProviderTool
 from chat.services.app_views import app_view_authorize
 
 from . import naming
@@ -169,3 +169,19 @@ def view_provider_tools(*, thread_id: int, user_id: int | None, taken: set[str])
         )
         for o in open_view_tools(thread_id=thread_id, user_id=user_id, taken=taken)
     ]
+
+
+def view_context_images(*, thread_id: int, limit: int = 4) -> tuple[ImageInput, ...]:
+    """The images of the views' latest model context in this thread (newest first), as
+    image parts for the model; their described reference is in the system prompt anyway."""
+    contexts = (
+        ToolCall.objects.filter(thread_id=thread_id, model_context__isnull=False)
+        .order_by("-model_context_updated_at", "-id")
+        .values_list("model_context", flat=True)[:20]
+    )
+    images: list[ImageInput] = []
+    for context in contexts:
+        for mime, data in naming.context_images(context):
+            if len(images) < limit:
+                images.append(ImageInput(mime_type=mime, data=data))
+    return tuple(images)

@@ -73,9 +73,7 @@ def open_page(browser: Any, world: World) -> Iterator[Any]:
     opened: list[tuple[Any, PageWatch]] = []
 
     def open_as(username: str, scheme: str = "light") -> Any:
-        context = browser.new_context(
-            viewport={"width": 1180, "height": 820}, color_scheme=scheme
-        )
+        context = browser.new_context(viewport={"width": 1180, "height": 820}, color_scheme=scheme)
         context.add_init_script(CSP_WATCH_JS)
         page = context.new_page()
         page.set_default_timeout(20_000)
@@ -187,7 +185,9 @@ def test_a_member_attaches_by_button_drop_and_paste_and_everyone_sees_the_files(
     big = samples.png(64, 64) + bytes(24 * 1024 * 1024)
     with marco.expect_file_chooser() as chosen:
         marco.locator("#attach-btn").click()
-    chosen.value.set_files([{"name": "huge.bin", "mimeType": "application/octet-stream", "buffer": big}])
+    chosen.value.set_files(
+        [{"name": "huge.bin", "mimeType": "application/octet-stream", "buffer": big}]
+    )
     cancel = marco.locator("#composer-files .upload-chip.is-uploading .upload-cancel")
     expect(cancel).to_be_visible()
     marco.fill("#composer-input", "Files for the launch review")

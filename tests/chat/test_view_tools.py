@@ -193,3 +193,39 @@ def test_images_from_a_view_reach_the_model_as_described_references() -> None:
         "Look\n\n[image: image/png, about 1 KB]"
     )
     assert _content_text([image]) == ""  # still needs text to be posted
+
+
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def test_only_real_images_of_a_views_context_become_image_parts() -> None:
+    context = {
+        "content": [
+            {"type": "image", "mimeType": "image/png", "data": PNG_1PX},
+            {"type": "image", "mimeType": "image/jpeg", "data": PNG_1PX},  # not a JPEG
+            {"type": "image", "mimeType": "image/svg+xml", "data": PNG_1PX},
+            {"type": "image", "mimeType": "image/png", "data": "%%%"},
+        ]
+    }
+    assert naming.context_images(context) == [("image/png", PNG_1PX)]
+
+
+@pytest.mark.django_db
+def test_a_views_context_image_reaches_the_model_as_an_image_part(personas) -> None:
+    from django.utils import timezone
+
+    from chat.agent.context import load_context
+    from chat.models import Message
+    from chat.providers.base import ImageInput, UserTurn
+
+    factories.ToolCallFactory(
+        thread=personas.thread,
+        requested_by=personas.owner,
+        model_context={"content": [{"type": "image", "mimeType": "image/png", "data": PNG_1PX}]},
+        model_context_updated_at=timezone.now(),
+    )
+    Message.objects.create(thread=personas.thread, author=personas.owner, role="user", text="Look")
+    ctx = load_context(thread_id=personas.thread.pk, user=personas.owner, role="owner")
+    last = ctx.history[-1]
+    assert isinstance(last, UserTurn) and last.images == (ImageInput("image/png", PNG_1PX),)
+    assert "[image: image/png]" in ctx.system  # and described, for providers without images
