@@ -90,6 +90,7 @@ async def post_with_resources(ctx: ActionContext, msg: dict[str, Any]) -> dict[s
             can_act=ctx.can_act,
             text=msg.get("text", ""),
             refs=msg.get("resources"),
+            attachment_ids=msg.get("attachments") or [],
         )
     except flows.ContextRefused as exc:
         raise _refused(exc) from exc

@@ -163,7 +163,7 @@ async def prompt_use(
 
 
 async def resources_attach(
-    *, thread: Thread, user: Any, can_act: bool, text: Any, refs: Any
+    *, thread: Thread, user: Any, can_act: bool, text: Any, refs: Any, attachment_ids: Any = ()
 ) -> Message:
     """Read the chosen resources of bound servers, subscribe where offered, and post the
     member's message with them attached."""
@@ -247,6 +247,7 @@ async def resources_attach(
             author=user,
             text=text if isinstance(text, str) else "",
             attachments=attachments,
+            attachment_ids=attachment_ids if isinstance(attachment_ids, list) else (),
         )
     except ChatError as exc:
         raise ContextRefused(exc.code, exc.message) from exc

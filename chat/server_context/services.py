@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from audit.types import AuditEventType, Decision
 from audit.writer import record
+from chat.media.attachments import AttachmentRefused, attachments_claim
 from mcp_bridge.models import McpServer
 
 from ..models import Membership, Message, MessageRole, Thread
@@ -116,8 +117,10 @@ def message_resources_post(
     author: Any,
     text: str,
     attachments: Sequence[tuple[McpServer, ResourceCopy, bool]],
+    attachment_ids: Sequence[Any] = (),
 ) -> Message:
-    """A member's message with server resources attached (``(server, copy, subscribed)``).
+    """A member's message with server resources attached (``(server, copy, subscribed)``)
+    and the files they uploaded for it (``attachment_ids``, as ``message_post`` claims them).
     Audited as ``MESSAGE_POSTED`` and one ``RESOURCE_ATTACHED`` per resource."""
     _require_member(thread, author)
     if not attachments:
@@ -131,6 +134,10 @@ def message_resources_post(
         message = Message.objects.create(
             thread=thread, role=MessageRole.USER, author=author, text=text[:MAX_PROMPT_TEXT]
         )
+        try:  # files uploaded for the same message (chat.media.attachments)
+            files = attachments_claim(message=message, actor=author, ids=attachment_ids)
+        except AttachmentRefused as exc:
+            raise ChatError(exc.code, exc.message) from exc
         Thread.objects.filter(pk=thread.pk).update(updated_at=message.created_at)
         record(
             event_type=AuditEventType.MESSAGE_POSTED,
@@ -139,7 +146,7 @@ def message_resources_post(
             actor_user_id=author.pk,
             workspace_id=thread.workspace_id,
             thread_id=thread.pk,
-            extra={"message_id": message.pk, "chars": len(text)},
+            extra={"message_id": message.pk, "chars": len(text), "files": len(files)},
         )
         for server, copy, subscribed in attachments:
             _add_resources(message, server, [copy], ResourceOrigin.ATTACHED, [subscribed])

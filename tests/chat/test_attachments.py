@@ -36,6 +36,7 @@ from chat.media.services import media_asset_persist
 from chat.media.uploads import UploadBodyApp
 from chat.models import Message
 from chat.presenters import serialize_message
+from tests import factories
 from tests.chat import attachment_samples as samples
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -555,3 +556,23 @@ def test_audit_labels_exist():
 
 def test_media_status_of_tool_results_is_unchanged(personas):
     assert MediaStatus.READY == "ready" and MediaOrigin.TOOL_RESULT == "tool_result"
+
+
+def test_a_message_with_server_resources_keeps_its_files_too(personas):
+    """Files and a server resource on one message: both are the message's (none is left
+    for the retention sweep to delete as never sent)."""
+    from chat.server_context.content import ResourceCopy
+    from chat.server_context.services import message_resources_post
+
+    client = client_for(personas.member)
+    file = attach(client, personas.thread, "notes.txt", b"alpha\n")
+    server = factories.McpServerFactory()
+    message = message_resources_post(
+        thread=personas.thread,
+        author=personas.member,
+        text="Both",
+        attachments=[(server, ResourceCopy(uri="file:///a.txt", name="a.txt", text="a"), False)],
+        attachment_ids=[file.pk],
+    )
+    assert list(message.attachments.values_list("filename", flat=True)) == ["notes.txt"]
+    assert message.server_resources.count() == 1
