@@ -9,7 +9,7 @@ import mcp_bridge.sealed_fields
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_bridge", "0006_server_log"),
+        ("mcp_bridge", "0005_server_log"),
     ]
 
     operations = [
