@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -125,15 +126,26 @@ def app_view_tool_call(
 
 
 async def _answer(ctx: ActionContext, request: ViewCallRequest, rid: Any) -> None:
-    try:
+    async def answer() -> Any:
         await view_limit(ctx, [(TOOL_CALLS.name, str(ctx.user.pk))], TOOL_CALLS.what)
         try:
-            result = await app_view_call_answer(request)
+            return await app_view_call_answer(request)
         except SessionGone:
             raise SessionEnded() from None
         except ViewRefused as exc:
             raise ViewRequestError.of(exc) from None
-        reply = {"type": "reply", "rid": rid, "ok": True, "result": result}
+
+    await reply_when_answered(ctx, rid, answer, failure="The call failed.")
+
+
+async def reply_when_answered(
+    ctx: ActionContext, rid: Any, answer: Callable[[], Awaitable[Any]], *, failure: str
+) -> None:
+    """Run a view request's answer in its own task and reply to the view: the result, or the
+    refusal (audited once), or ``failure`` for what went wrong unexpectedly. A session that
+    ended meanwhile closes the socket instead."""
+    try:
+        reply = {"type": "reply", "rid": rid, "ok": True, "result": await answer()}
     except SessionEnded:
         if ctx.end_session is not None:
             await ctx.end_session(rid)
@@ -143,16 +155,12 @@ async def _answer(ctx: ActionContext, request: ViewCallRequest, rid: Any) -> Non
             await database_sync_to_async(refusal_record)(ctx, "view.request", exc.code)
         reply = {"type": "reply", "rid": rid, "ok": False, "error": exc.to_dict()}
     except Exception:
-        log.exception("view tools/call failed")
+        log.exception("a view's request failed")
         reply = {
             "type": "reply",
             "rid": rid,
             "ok": False,
-            "error": {
-                "code": "internal_error",
-                "message": "The call failed.",
-                "jsonrpcCode": -32603,
-            },
+            "error": {"code": "internal_error", "message": failure, "jsonrpcCode": -32603},
         }
     # The socket may have closed meanwhile; the result is stored anyway.
     with contextlib.suppress(Exception):

@@ -11,7 +11,6 @@ A closed socket withdraws its views' tools (``socket_closed``, from the consumer
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from typing import Any
@@ -31,9 +30,9 @@ from chat.view_tools.calls import ViewSamplingRefused, read_ticket, view_samplin
 from chat.view_tools.services import view_tools_register, view_tools_withdraw
 from mcp_bridge.server_requests import USER_REJECTED
 
-from .app_view_calls import ViewRequestError, admitted_view, view_limit
+from .app_view_calls import ViewRequestError, admitted_view, reply_when_answered, view_limit
 from .app_views import handles
-from .registry import ActionContext, ActionError, SessionEnded, action, refusal_record
+from .registry import ActionContext, ActionError, action
 from .view_methods import VIEW_REQUEST, ViewMethod
 
 log = logging.getLogger(__name__)
@@ -97,7 +96,7 @@ def _well_formed(params: dict[str, Any]) -> str | None:
 async def _sampling_reply(
     ctx: ActionContext, claims: ViewToken | None, row: ViewMethod, params: dict[str, Any], rid: Any
 ) -> None:
-    try:
+    async def answer() -> Any:
         if claims is not None and row.bucket is not None:
             await view_limit(ctx, [(row.bucket.name, str(claims.call_id))], row.bucket.what)
         view = await database_sync_to_async(_sampling_decide)(ctx, claims, params)
@@ -105,33 +104,12 @@ async def _sampling_reply(
         if problem is not None:
             raise ViewRequestError("invalid_params", problem, JSONRPC_INVALID_PARAMS)
         try:
-            result = await view_sampling_answer(view=view, user=ctx.user, params=params)
+            return await view_sampling_answer(view=view, user=ctx.user, params=params)
         except ViewSamplingRefused as exc:
             code = USER_REJECTED if exc.code == "user_rejected" else -32603
             raise ViewRequestError(exc.code, exc.message, code, audited=True) from None
-        reply = {"type": "reply", "rid": rid, "ok": True, "result": result}
-    except SessionEnded:
-        if ctx.end_session is not None:
-            await ctx.end_session(rid)
-        return
-    except ActionError as exc:
-        if not exc.audited:
-            await database_sync_to_async(refusal_record)(ctx, "view.request", exc.code)
-        reply = {"type": "reply", "rid": rid, "ok": False, "error": exc.to_dict()}
-    except Exception:
-        log.exception("a view's sampling request failed")
-        reply = {
-            "type": "reply",
-            "rid": rid,
-            "ok": False,
-            "error": {
-                "code": "internal_error",
-                "message": "Sampling failed.",
-                "jsonrpcCode": -32603,
-            },
-        }
-    with contextlib.suppress(Exception):
-        await ctx.send(reply)
+
+    await reply_when_answered(ctx, rid, answer, failure="Sampling failed.")
 
 
 # ------------------------------------------------------------------ app-provided tools

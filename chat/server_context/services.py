@@ -13,13 +13,12 @@ from django.utils import timezone
 
 from audit.types import AuditEventType, Decision
 from audit.writer import record
-from chat.media.attachments import AttachmentRefused, attachments_claim
 from mcp_bridge.models import McpServer
 
 from ..models import Membership, Message, MessageRole, Thread
 from ..presenters import serialize_message
 from ..realtime.events import emit
-from ..services import ChatError
+from ..services import ChatError, message_create_for_member
 from .content import MAX_PROMPT_TEXT, PromptItem, ResourceCopy
 from .models import MessageResource, ResourceOrigin
 
@@ -131,22 +130,8 @@ def message_resources_post(
         copy.name for _, copy, _ in attachments
     )
     with transaction.atomic():
-        message = Message.objects.create(
-            thread=thread, role=MessageRole.USER, author=author, text=text[:MAX_PROMPT_TEXT]
-        )
-        try:  # files uploaded for the same message (chat.media.attachments)
-            files = attachments_claim(message=message, actor=author, ids=attachment_ids)
-        except AttachmentRefused as exc:
-            raise ChatError(exc.code, exc.message) from exc
-        Thread.objects.filter(pk=thread.pk).update(updated_at=message.created_at)
-        record(
-            event_type=AuditEventType.MESSAGE_POSTED,
-            decision=Decision.ALLOWED,
-            actor_kind="user",
-            actor_user_id=author.pk,
-            workspace_id=thread.workspace_id,
-            thread_id=thread.pk,
-            extra={"message_id": message.pk, "chars": len(text), "files": len(files)},
+        message = message_create_for_member(
+            thread=thread, author=author, text=text[:MAX_PROMPT_TEXT], attachment_ids=attachment_ids
         )
         for server, copy, subscribed in attachments:
             _add_resources(message, server, [copy], ResourceOrigin.ATTACHED, [subscribed])

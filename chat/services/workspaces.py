@@ -261,28 +261,38 @@ def message_post(
         raise ChatError(
             "message_too_long", f"Messages are limited to {MAX_MESSAGE_CHARS:,} characters."
         )
+    with transaction.atomic():
+        message = message_create_for_member(
+            thread=thread, author=author, text=text, attachment_ids=attachment_ids
+        )
+        emit(thread_id=thread.pk, kind="message", payload=serialize_message(message))
+    return message
+
+
+def message_create_for_member(
+    *, thread: Thread, author: Any, text: str, attachment_ids: Sequence[Any] = ()
+) -> Message:
+    """A member's message and the files they uploaded for it, audited (``MESSAGE_POSTED``),
+    inside the caller's transaction; the caller adds to it and emits it. Viewers and
+    non-members are refused."""
     membership = Membership.objects.filter(workspace_id=thread.workspace_id, user=author).first()
     if membership is None or not membership.can_act:
         raise ChatError("forbidden", "Viewers can read this thread but not post in it.")
-    with transaction.atomic():
-        message = Message.objects.create(
-            thread=thread, role=MessageRole.USER, author=author, text=text
-        )
-        try:  # files the member uploaded for it (chat.media.attachments, issue 26)
-            files = attachments_claim(message=message, actor=author, ids=attachment_ids)
-        except AttachmentRefused as exc:
-            raise ChatError(exc.code, exc.message) from exc
-        Thread.objects.filter(pk=thread.pk).update(updated_at=message.created_at)
-        record(
-            event_type=AuditEventType.MESSAGE_POSTED,
-            decision=Decision.ALLOWED,
-            actor_kind="user",
-            actor_user_id=author.pk,
-            workspace_id=thread.workspace_id,
-            thread_id=thread.pk,
-            extra={"message_id": message.pk, "chars": len(text), "files": len(files)},
-        )
-        emit(thread_id=thread.pk, kind="message", payload=serialize_message(message))
+    message = Message.objects.create(thread=thread, role=MessageRole.USER, author=author, text=text)
+    try:  # files the member uploaded for it (chat.media.attachments, issue 26)
+        files = attachments_claim(message=message, actor=author, ids=attachment_ids)
+    except AttachmentRefused as exc:
+        raise ChatError(exc.code, exc.message) from exc
+    Thread.objects.filter(pk=thread.pk).update(updated_at=message.created_at)
+    record(
+        event_type=AuditEventType.MESSAGE_POSTED,
+        decision=Decision.ALLOWED,
+        actor_kind="user",
+        actor_user_id=author.pk,
+        workspace_id=thread.workspace_id,
+        thread_id=thread.pk,
+        extra={"message_id": message.pk, "chars": len(text), "files": len(files)},
+    )
     return message
 
 
