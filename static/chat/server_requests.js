@@ -320,19 +320,38 @@ function orphans() {
   return box;
 }
 
+/** Where a request's card goes: right after its call's card — or, when that card sits in
+ *  an app view's folded group of calls (app_views/call_group.js), in the group's area for
+ *  what needs a person, beside the view, where it is seen while it waits. */
+function slotFor(req) {
+  const anchor = anchorFor(req);
+  if (!anchor) return null;
+  // Answered, it folds into the group with its call.
+  const grouped = req.status === "pending" ? anchor.closest(".view-call-group-body") : null;
+  const box = grouped ? grouped.closest(".view-calls") : null;
+  const attention = box ? box.querySelector(":scope > .view-calls-attention") : null;
+  return attention ? { parent: attention } : { after: anchor };
+}
+
+function inSlot(card, slot) {
+  return !!slot && card.isConnected && (slot.after ? card.previousElementSibling === slot.after : card.parentElement === slot.parent);
+}
+
 function place(req) {
   const old = cards.get(req.id);
   const hadFocus = !!(old && old.contains(document.activeElement));
+  const slot = slotFor(req);
   // A pending form keeps what the person typed while others' events re-render the page.
-  if (old && req.status === "pending" && old.dataset.status === "pending" && req.kind === "elicitation_form" && old.isConnected && anchorFor(req) && old.previousElementSibling === anchorFor(req)) return;
+  if (old && req.status === "pending" && old.dataset.status === "pending" && req.kind === "elicitation_form" && inSlot(old, slot)) return;
   const card = renderServerRequest(req);
   cards.set(req.id, card);
-  const anchor = anchorFor(req);
   if (old) old.remove();
-  if (anchor) {
-    let after = anchor;
+  if (slot && slot.after) {
+    let after = slot.after;
     while (after.nextElementSibling && after.nextElementSibling.classList.contains("srq") && Number(after.nextElementSibling.dataset.serverRequestId) < req.id) after = after.nextElementSibling;
     after.after(card);
+  } else if (slot) {
+    slot.parent.appendChild(card);
   } else {
     orphans().appendChild(card);
   }

@@ -220,3 +220,29 @@ def test_a_widget_needs_one_consent_card_and_its_calls_group_under_it(
     group.locator(":scope > summary").click()
     expect(group.locator(".view-call-group-body .toolcall").first).to_be_visible()
     shots(page, screenshots, "grouped-open", row)
+
+
+def test_a_question_from_a_views_own_call_shows_beside_the_view(open_page, world):
+    """A view's call that asks the person something (elicitation): its card is not folded
+    away in the view's group of calls but shown beside the view until it is answered."""
+    page = open_page("widget")
+    call_tool(page, "real.widget")
+    row = view_row(page, "widget")
+    wait_ready(page, row, timeout=60_000)
+    app = app_frame(row)
+    consent = row.locator(".view-calls-attention .approval button[data-action=allow_app]")
+    if consent.count():
+        consent.click()
+    expect(app.locator("#out-plumbing")).to_have_attribute("data-state", "ok", timeout=60_000)
+
+    app.locator("#ask").click()
+    card = row.locator(
+        ".view-calls-attention .srq[data-kind=elicitation_form][data-status=pending]"
+    )
+    expect(card).to_be_visible(timeout=60_000)
+    card.locator("input[name=name]").fill("Ana")
+    card.get_by_role("button", name="Accept").click()
+    expect(app.locator("#out-ask")).to_have_text("Hello Ana", timeout=60_000)
+    # Answered: it folds into the group with its call.
+    expect(row.locator(".view-calls-attention .srq")).to_have_count(0)
+    expect(row.locator(".view-call-group-body .srq[data-status=accepted]")).to_have_count(1)
