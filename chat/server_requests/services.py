@@ -418,7 +418,9 @@ def server_request_expire(*, request_id: int, reason: str = "expired") -> Server
     None: it was answered meanwhile."""
     with transaction.atomic():
         row = (
-            ServerRequest.objects.select_for_update()
+            # Only the request's own row: its call and person may be gone (outer joins,
+            # which PostgreSQL does not lock).
+            ServerRequest.objects.select_for_update(of=("self",))
             .select_related("server", "tool_call", "for_user")
             .filter(pk=request_id)
             .first()
@@ -484,7 +486,7 @@ def sampling_allowance_revoke(*, allowance_id: int, actor: Any, actor_label: str
     ``False`` when it was already revoked."""
     with transaction.atomic():
         allowance = (
-            SamplingAllowance.objects.select_for_update()
+            SamplingAllowance.objects.select_for_update(of=("self",))
             .select_related("thread")
             .get(pk=allowance_id)
         )
