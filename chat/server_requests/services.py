@@ -454,13 +454,26 @@ def server_request_fail(*, request_id: int, reason: str) -> ServerRequest | None
     return row
 
 
+FORM_MAIL_GRACE = timedelta(seconds=5)
+
+
 def request_state(*, request_id: int) -> dict[str, Any] | None:
     """A decided request as a waiter's message (None while pending). A form accepted in
     another process without the channel layer carries no values: it is answered as cancel."""
-    row = ServerRequest.objects.filter(pk=request_id).only("status", "completed_at").first()
+    row = (
+        ServerRequest.objects.filter(pk=request_id)
+        .only("status", "completed_at", "kind", "decided_at")
+        .first()
+    )
     if row is None or row.status == ServerRequestStatus.PENDING:
         return None
     action = {"accepted": "accept", "declined": "decline"}.get(row.status, "cancel")
+    if action == "accept" and row.kind == ServerRequestKind.ELICITATION_FORM:
+        # A form's values travel only in the waiter's mail (never stored), sent just after
+        # the commit: a read between the two must wait for it, not answer without them.
+        if row.decided_at is not None and timezone.now() - row.decided_at < FORM_MAIL_GRACE:
+            return None
+        action = "cancel"
     return {
         "status": row.status,
         "result": {"action": action},

@@ -508,3 +508,30 @@ def test_an_admin_revokes_a_sampling_allowance_and_it_is_audited(personas, admin
     row = AuditEvent.objects.get(event_type=AuditEventType.SAMPLING_ALLOWANCE_REVOKED)
     assert row.extra["allowance"] == allowance.pk and row.thread_id == personas.thread.pk
     assert admin_client.get("/admin/chat/serverrequest/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_form_accepted_moments_ago_waits_for_its_values_not_answered_without_them(personas):
+    """The waiter may read the row between the answer's commit and the mail carrying the
+    form's values: that read must not answer the server with an empty form."""
+    from chat.server_requests.models import ServerRequest
+    from chat.server_requests.services import request_state
+
+    call = factories.ToolCallFactory(
+        thread=personas.thread, requested_by=personas.owner, status="running"
+    )
+    row = ServerRequest.objects.create(
+        kind="elicitation_form",
+        thread=personas.thread,
+        workspace_id=personas.workspace.pk,
+        tool_call=call,
+        server=call.server,
+        for_user=personas.owner,
+        status="accepted",
+        decided_at=timezone.now(),
+        expires_at=timezone.now() + timedelta(minutes=1),
+    )
+    assert request_state(request_id=row.pk) is None
+    row.decided_at = timezone.now() - timedelta(seconds=30)
+    row.save(update_fields=["decided_at"])
+    assert request_state(request_id=row.pk)["result"] == {"action": "cancel"}
