@@ -9,6 +9,7 @@ state with the machine's other users.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import secrets
 import shutil
@@ -325,14 +326,12 @@ class LiveAtrium:
         """``query(alias)`` in the test process against this server's database (the ORM
         with ``.using(alias)``): no ``manage.py shell`` process, a Django start-up, per
         read. Reads only; the server writes."""
-        alias = f"live-{self.port}"
+        url = self.env.get("DATABASE_URL")
+        own = dj_database_url.parse(url) if url else {"NAME": str(self.var_dir / "atrium.sqlite3")}
+        # Named after the database, not the port: a later server in this process may get
+        # an earlier one's port, and must not read the earlier one's database.
+        alias = "live-" + hashlib.sha256(repr(sorted(own.items())).encode()).hexdigest()[:12]
         if alias not in connections.settings:
-            url = self.env.get("DATABASE_URL")
-            own = (
-                dj_database_url.parse(url)
-                if url
-                else {"NAME": str(self.var_dir / "atrium.sqlite3")}
-            )
             connections.settings[alias] = {**connections.settings[DEFAULT_DB_ALIAS], **own}
 
         def read_and_close() -> T:
