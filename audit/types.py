@@ -150,6 +150,11 @@ class AuditEventType(IntEnum):
     VIEW_TOOLS_WITHDRAWN = 463  # the view closed (or its socket): its tools are gone
     VIEW_TOOL_ANSWERED = 464  # the view answered the model's call
     VIEW_TOOL_FAILED = 465  # no view to answer, rejected, timed out or cancelled
+    # Issue 26 part 4: app views and the thread's files (chat.media.view_files).
+    VIEW_FILE_UPLOADED = 470  # a view's uploadFile, decided (the body: 703 / 704)
+    VIEW_FILE_LINK_ISSUED = 471  # a view's getFileDownloadUrl (the link itself: 708)
+    VIEW_FILES_SELECTED = 472  # a view's selectFiles, and what the person chose
+    VIEW_FILE_SAVED = 473  # a view's ui/download-file, saved as a file of the thread
 
     # 5xx — approvals
     APPROVAL_REQUESTED = 500
@@ -188,6 +193,9 @@ class AuditEventType(IntEnum):
     ATTACHMENT_EXPIRED = 706  # a file deleted by the workspace's retention
     ATTACHMENT_LIMITS_CHANGED = 707  # a workspace's file limits or retention changed
     ATTACHMENT_LINK_ISSUED = 708  # a short-lived single-file link was minted
+    # 710-714 — files members pass to tools (chat.media.tool_files)
+    FILE_PASSED_TO_TOOL = 710  # a thread's file handed to a server (as a link or embedded)
+    FILE_TO_TOOL_REFUSED = 711  # a file reference refused (other thread, not ready, too big)
 
     # 8xx — sign-in to MCP servers (OAuth)
     OAUTH_CONNECTED = 800
@@ -304,6 +312,10 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.VIEW_TOOLS_WITHDRAWN: "App view's tools withdrawn (view closed)",
     AuditEventType.VIEW_TOOL_ANSWERED: "App view answered a tool call",
     AuditEventType.VIEW_TOOL_FAILED: "App view tool call failed",
+    AuditEventType.VIEW_FILE_UPLOADED: "File uploaded by an app view",
+    AuditEventType.VIEW_FILE_LINK_ISSUED: "File link given to an app view",
+    AuditEventType.VIEW_FILES_SELECTED: "Files chosen for an app view",
+    AuditEventType.VIEW_FILE_SAVED: "File saved in the thread by an app view",
     AuditEventType.APPROVAL_REQUESTED: "Approval requested",
     AuditEventType.APPROVAL_APPROVED: "Approval granted",
     AuditEventType.APPROVAL_REJECTED: "Approval rejected",
@@ -332,6 +344,8 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.ATTACHMENT_EXPIRED: "File expired (retention)",
     AuditEventType.ATTACHMENT_LIMITS_CHANGED: "File limits changed",
     AuditEventType.ATTACHMENT_LINK_ISSUED: "File link issued",
+    AuditEventType.FILE_PASSED_TO_TOOL: "File passed to a tool",
+    AuditEventType.FILE_TO_TOOL_REFUSED: "File for a tool refused",
     AuditEventType.OAUTH_CONNECTED: "Server sign-in connected",
     AuditEventType.OAUTH_DISCONNECTED: "Server sign-in disconnected",
     AuditEventType.OAUTH_REFRESH_FAILED: "Server sign-in refresh failed",

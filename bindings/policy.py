@@ -108,6 +108,11 @@ class ActionKind(StrEnum):
     VIEW_SAMPLING = "view_sampling"  # view: sampling/createMessage (draft spec)
     VIEW_TOOLS_REGISTER = "view_tools_register"  # view: the tools it provides (draft spec)
     VIEW_TOOL_CALL = "view_tool_call"  # the model → a tool an open view provides
+    # Issue 26 part 4: app views and the thread's files (chat.media.view_files).
+    VIEW_FILE_UPLOAD = "view_file_upload"  # Apps SDK uploadFile
+    VIEW_FILE_LINK = "view_file_link"  # Apps SDK getFileDownloadUrl
+    VIEW_FILES_SELECT = "view_files_select"  # Apps SDK selectFiles (the host's chooser)
+    VIEW_FILE_SAVE = "view_file_save"  # MCP Apps ui/download-file: saved in the thread
 
     @property
     def audit_event_type(self) -> AuditEventType:
@@ -144,6 +149,10 @@ _EVENT_TYPE_BY_ACTION: Mapping[ActionKind, AuditEventType] = MappingProxyType(
         ActionKind.VIEW_SAMPLING: AuditEventType.VIEW_SAMPLING_REQUESTED,
         ActionKind.VIEW_TOOLS_REGISTER: AuditEventType.VIEW_TOOLS_REGISTERED,
         ActionKind.VIEW_TOOL_CALL: AuditEventType.VIEW_TOOL_CALLED,
+        ActionKind.VIEW_FILE_UPLOAD: AuditEventType.VIEW_FILE_UPLOADED,
+        ActionKind.VIEW_FILE_LINK: AuditEventType.VIEW_FILE_LINK_ISSUED,
+        ActionKind.VIEW_FILES_SELECT: AuditEventType.VIEW_FILES_SELECTED,
+        ActionKind.VIEW_FILE_SAVE: AuditEventType.VIEW_FILE_SAVED,
     }
 )
 

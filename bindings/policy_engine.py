@@ -118,6 +118,11 @@ _RULES: Mapping[ActionKind, _Rule] = MappingProxyType(
         ActionKind.VIEW_SAMPLING: _Rule(_APP),
         ActionKind.VIEW_TOOLS_REGISTER: _Rule(_APP),
         ActionKind.VIEW_TOOL_CALL: _Rule(_APP),
+        # App views and the thread's files (chat.media.view_files): members only.
+        ActionKind.VIEW_FILE_UPLOAD: _Rule(_APP),
+        ActionKind.VIEW_FILE_LINK: _Rule(_APP),
+        ActionKind.VIEW_FILES_SELECT: _Rule(_APP),
+        ActionKind.VIEW_FILE_SAVE: _Rule(_APP),
     }
 )
 

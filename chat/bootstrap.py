@@ -33,6 +33,7 @@ EXAMPLE_SERVERS = [
     ("Media", "media", "examples/media/server.py"),
     ("Live view", "liveview", "examples/liveview/server.py"),
     ("Legacy MCP-UI", "legacy", "examples/legacy/server.py"),
+    ("Files", "files", "examples/files/server.py"),
 ]
 
 

@@ -6,10 +6,13 @@ thread and this user, and the bindings policy decides (and audits) the action it
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from channels.db import database_sync_to_async
 from django.urls import reverse
@@ -38,6 +41,8 @@ from ..app_view_bridge import (
     view_for_claims,
     view_permissions,
 )
+from ..media import view_files
+from ..media.view_files import SaveItem, ViewFileRefused
 from ..models import Message, ToolCall
 from ..services import app_views
 from ..view_tools.naming import block_text
@@ -57,6 +62,7 @@ from .registry import (
 )
 from .view_methods import (
     USER_VIEW_REQUEST,
+    VIEW_FILES,
     VIEW_METHODS,
     VIEW_REQUEST,
     ViewMethod,
@@ -66,6 +72,7 @@ from .view_methods import (
 log = logging.getLogger(__name__)
 
 JSONRPC_METHOD_NOT_FOUND = -32601
+JSONRPC_SERVER_ERROR = -32000
 MAX_MODEL_CONTEXT_BYTES = 64 * 1024
 MAX_WIDGET_STATE_BYTES = 64 * 1024
 GESTURES = ("frame", "card")  # what let a view go full screen / pip (docs/view-bridge.md)
@@ -436,21 +443,168 @@ async def _display_mode(
     return {"mode": mode if auth.allowed else current}
 
 
+# ----------------------------------------------- files (issue 26 part 4, chat.media.view_files)
+
+
+def _files_call(ctx, view: ToolCall, kind: ActionKind, service: Callable[..., Any], **kw: Any):
+    """On the database thread: one of chat.media.view_files' services, as this person; a
+    refusal answered with its reason (audited: by the policy, the pipeline, or here)."""
+    try:
+        return service(
+            view=view, user=ctx.user, role=ctx.membership.role, thread=ctx.thread, kind=kind, **kw
+        )
+    except ViewFileRefused as exc:
+        if exc.audited:
+            raise ViewRequestError(exc.code, exc.message, audited=True) from None
+        if exc.code == "not_ready":  # not a refusal: the worker has not stored it yet
+            raise ViewRequestError(exc.code, exc.message, JSONRPC_SERVER_ERROR) from None
+        raise _refuse(ctx, view, kind, exc.code, exc.message) from None
+
+
+def _int_param(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@handles("openai/uploadFile")
+async def _upload_file(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
+    """Apps SDK uploadFile, in two steps the host takes: ``{filename, size}`` → a ticket for
+    the body (which the host PUTs, as for a member's file); ``{assetId}`` → the fileId."""
+    kind = _kind(row, params)
+    asset_id = _int_param(params.get("assetId"))
+    if asset_id is not None:
+        return await database_sync_to_async(_files_call)(
+            ctx, view, kind, view_files.view_file_uploaded, asset_id=asset_id
+        )
+    name, size = params.get("filename"), _int_param(params.get("size"))
+    if not isinstance(name, str) or size is None:
+
+        def refuse() -> None:
+            raise _refuse(ctx, view, kind, "invalid_params", "uploadFile needs a file.")
+
+        await database_sync_to_async(refuse)()
+    ticket = await database_sync_to_async(_files_call)(
+        ctx, view, kind, view_files.view_file_upload_begin, filename=name, size=size
+    )
+    return {"uploadUrl": ticket["uploadUrl"], "filename": ticket["filename"]}
+
+
+@handles("openai/getFileDownloadUrl")
+async def _file_download_url(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
+    """Apps SDK getFileDownloadUrl({fileId}) → {downloadUrl}: a short-lived link."""
+    return await database_sync_to_async(_files_call)(
+        ctx, view, _kind(row, params), view_files.view_file_link, file_id=params.get("fileId")
+    )
+
+
+@handles("openai/selectFiles")
+async def _select_files(
+    ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
+) -> dict[str, Any]:
+    """Apps SDK selectFiles: the thread's files for the host's chooser (the host page's
+    answer; the view gets only what its person chooses: ``view.files_choose``)."""
+    return await database_sync_to_async(_files_call)(
+        ctx, view, _kind(row, params), view_files.view_files_offer
+    )
+
+
+def _files_choose(ctx: ActionContext, msg: dict[str, Any]) -> list[dict[str, Any]]:
+    view = admitted_view(ctx, read_view_token(msg.get("token")))
+    ids = msg.get("assetIds")
+    if not isinstance(ids, list):
+        raise ActionError("invalid_message", "Send the chosen files' ids.")
+    kind = ActionKind.VIEW_FILES_SELECT
+    return _files_call(ctx, view, kind, view_files.view_files_choose, asset_ids=ids)
+
+
+@action("view.files_choose", admits_itself=True)
+async def files_choose(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    """The person chose files for a view in the host's chooser (file_chooser.js): decided
+    as them, now; the answer (the files' fileIds) is what the host gives the view."""
+    claims = read_view_token(msg.get("token"))
+    await _limit_view_requests(ctx, claims)
+    await view_limit(
+        ctx, [(VIEW_FILES.name, str(claims.call_id if claims else 0))], "file requests"
+    )
+    return {"files": await database_sync_to_async(_files_choose)(ctx, msg)}
+
+
+def _file_name(uri: Any, fallback: str = "download") -> str:
+    """A name hint from a resource's uri: its last path segment (the server cleans it)."""
+    if not isinstance(uri, str):
+        return fallback
+    path = urlsplit(uri).path or uri
+    name = unquote(path.rstrip("/").rsplit("/", 1)[-1])
+    return name or fallback
+
+
+def _decoded(resource: dict[str, Any], name: str) -> SaveItem | None:
+    if isinstance(resource.get("text"), str):
+        return SaveItem(name, resource["text"].encode())
+    if isinstance(resource.get("blob"), str):
+        try:
+            return SaveItem(name, base64.b64decode(resource["blob"], validate=True))
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+async def _save_items(ctx: ActionContext, view: ToolCall, contents: list[Any]) -> list[SaveItem]:
+    """The files of a ui/download-file: embedded resources (text or base64 blob), or
+    resource links read from the view's own server."""
+    items: list[SaveItem] = []
+    for block in contents[: view_files.MAX_SAVE_FILES + 1]:
+        if not isinstance(block, dict):
+            raise ViewRequestError("invalid_params", "Each item must be a resource.")
+        if block.get("type") == "resource" and isinstance(block.get("resource"), dict):
+            resource = block["resource"]
+            item = _decoded(resource, _file_name(resource.get("uri")))
+        elif block.get("type") == "resource_link" and isinstance(block.get("uri"), str):
+            try:
+                spec = await gateway.server_spec(view.server, user_id=ctx.user.pk)
+                read = await gateway.manager().read_resource(spec, block["uri"])
+            except BridgeError as exc:
+                raise ViewRequestError(exc.code, exc.user_message) from exc
+            found = next((c for c in read.get("contents") or [] if isinstance(c, dict)), {})
+            name = block.get("name") if isinstance(block.get("name"), str) else ""
+            item = _decoded(found, name or _file_name(block["uri"]))
+        else:
+            item = None
+        if item is None:
+            raise ViewRequestError(
+                "invalid_params",
+                "Send embedded resources with text or base64 blob, or resource links.",
+            )
+        items.append(item)
+    return items
+
+
 @handles("ui/download-file")
 async def _download(
     ctx: ActionContext, view: ToolCall, row: ViewMethod, params: dict[str, Any]
 ) -> dict[str, Any]:
-    await database_sync_to_async(_download_decide)(ctx, view, _kind(row, params), params)
-    return {}
-
-
-def _download_decide(ctx, view: ToolCall, kind: ActionKind, params: dict[str, Any]) -> None:
+    """MCP Apps ui/download-file: the view's file saved as a file of the thread ("<app>
+    saved report.csv", its chip the download), decided and audited as VIEW_FILE_SAVE."""
+    kind = _kind(row, params)
     contents = params.get("contents")
-    if not isinstance(contents, list) or not contents:
-        raise _refuse(ctx, view, kind, "invalid_params", "ui/download-file needs contents.")
-    auth = _authorize_view(ctx, view, kind, extra={"items": len(contents)})
-    if not auth.allowed:
-        raise _deny(auth)
+    try:
+        if not isinstance(contents, list) or not contents:
+            raise ViewRequestError("invalid_params", "ui/download-file needs contents.")
+        items = await _save_items(ctx, view, contents)
+    except ViewRequestError as exc:
+        code, message = exc.code, exc.message
+
+        def refuse() -> None:
+            raise _refuse(ctx, view, kind, code, message)
+
+        await database_sync_to_async(refuse)()
+        raise
+    return await database_sync_to_async(_files_call)(
+        ctx, view, kind, view_files.view_file_save, items=items
+    )
 
 
 @handles("atrium/setWidgetState")

@@ -13,7 +13,11 @@ from bindings.selectors import offered_tools
 from bindings.services.allowances import allowance_revoke as revoke
 from bindings.services.catalogues import thread_catalogues_ensure
 from bindings.services.errors import BindingError
+from chat.media.tool_files import ToolFileRefused, thread_files_for_tools, tool_files_resolve
+from chat.media.tool_inputs import file_fields, file_references
 from chat.services.refusals import request_record_refused
+from mcp_bridge import gateway
+from mcp_bridge.errors import BridgeError
 from mcp_bridge.models import McpServer
 
 from .. import agent
@@ -32,9 +36,20 @@ from .registry import (
 )
 
 
+def _with_file_fields(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the picker lists it, with the arguments that take a file (``fileFields``:
+    the picker offers the thread's files for them; ``chat.media.tool_inputs``)."""
+    fields = file_fields(tool.get("inputSchema"))
+    tool["fileFields"] = [f.to_dict() for f in fields.values()]
+    return tool
+
+
 @database_sync_to_async
 def _offered(ctx: ActionContext) -> list[dict[str, Any]]:
-    return [t.to_dict() for t in offered_tools(thread=ctx.thread, role=ctx.membership.role)]
+    return [
+        _with_file_fields(t.to_dict())
+        for t in offered_tools(thread=ctx.thread, role=ctx.membership.role)
+    ]
 
 
 @action("tools.list")
@@ -45,6 +60,41 @@ async def list_tools(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
         raise rate_limited_error(verdict, "tool list requests")
     await thread_catalogues_ensure(thread=ctx.thread)
     return {"tools": await _offered(ctx)}
+
+
+@action("tools.files")
+async def list_thread_files(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
+    """The ready files of this thread's messages: what a file argument may take."""
+    require_actor(ctx)
+    verdict = await take_tokens(ctx, [("tools_list", str(ctx.user.pk))])
+    if not verdict.allowed:
+        raise rate_limited_error(verdict, "file list requests")
+    files = await database_sync_to_async(thread_files_for_tools)(thread=ctx.thread)
+    return {"files": files}
+
+
+async def _with_files(
+    ctx: ActionContext, server: McpServer, tool_name: str, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """The person's ``{"$file": …}`` arguments resolved to what the tool takes (checked
+    and, when refused, audited on the server: ``chat.media.tool_files``)."""
+    if not file_references(arguments):
+        return arguments
+    try:
+        tool = await gateway.tool_for(server, tool_name)
+    except BridgeError:
+        return arguments  # the decision refuses (and audits) the unknown tool
+    try:
+        return await database_sync_to_async(tool_files_resolve)(
+            thread=ctx.thread,
+            user=ctx.user,
+            server_id=server.pk,
+            tool_name=tool_name,
+            input_schema=tool.input_schema,
+            arguments=arguments,
+        )
+    except ToolFileRefused as exc:
+        raise ActionError(exc.code, exc.message, audited=True) from exc
 
 
 @database_sync_to_async
@@ -80,6 +130,7 @@ async def call_tool_as_user(
     verdict = await take_tokens(ctx, [("tool_call", str(ctx.user.pk))])
     if not verdict.allowed:
         raise rate_limited_error(verdict, "tool calls")
+    arguments = await _with_files(ctx, server, tool_name, arguments)
     return await tool_call_start(
         CallRequest(
             thread=ctx.thread,

@@ -53,6 +53,10 @@ MODEL_CONTEXT = RateBucket("view_model_context", "view", "model context updates"
 WIDGET_STATE = RateBucket("view_widget_state", "view", "widget state updates", (20, 2.0))
 # Draft spec (issue 27): a view's sampling runs on the workspace's model, after consent.
 VIEW_SAMPLING = RateBucket("view_sampling", "view", "sampling requests", (5, 0.1))
+# Issue 26 part 4 (chat.media.view_files): files a view uploads, saves or has chosen, and
+# the links it asks for.
+VIEW_FILES = RateBucket("view_files", "view", "file requests", (10, 0.2))
+VIEW_FILE_LINKS = RateBucket("view_file_link", "view", "file links", (30, 1.0))
 
 
 @dataclass(frozen=True)
@@ -116,12 +120,18 @@ VIEW_METHODS: tuple[ViewMethod, ...] = (
         compat={"legacy": ActionKind.LEGACY_LINK, "openai": ActionKind.APPS_SDK_OPEN_EXTERNAL},
     ),
     _server_request("ui/request-display-mode", ActionKind.UI_REQUEST_DISPLAY_MODE),
-    _server_request("ui/download-file", ActionKind.UI_DOWNLOAD_FILE),
+    # Saved as a file of the thread ("<app> saved report.csv"), members only.
+    _server_request("ui/download-file", ActionKind.VIEW_FILE_SAVE, bucket=VIEW_FILES),
     _server_request("atrium/setWidgetState", ActionKind.WIDGET_STATE, bucket=WIDGET_STATE),
     _server_request("openai/requestModal", ActionKind.APPS_SDK_REQUEST_MODAL),
     # Apps SDK setOpenInAppUrl: the host's "Open in <app>" link, decided as a link
     # (https only, then the binding's schemes), audited with extra.openInApp.
     _server_request("openai/setOpenInAppUrl", ActionKind.APPS_SDK_OPEN_EXTERNAL),
+    # Apps SDK files (issue 26 part 4, chat.media.view_files): the host sends the body of an
+    # upload itself, and shows its own chooser for selectFiles (file_chooser.js).
+    _server_request("openai/uploadFile", ActionKind.VIEW_FILE_UPLOAD, bucket=VIEW_FILES),
+    _server_request("openai/getFileDownloadUrl", ActionKind.VIEW_FILE_LINK, bucket=VIEW_FILE_LINKS),
+    _server_request("openai/selectFiles", ActionKind.VIEW_FILES_SELECT, bucket=VIEW_FILES),
     _server_request("ping"),
     # Draft spec (chat/view_tools, chat/actions/view_tools.py): consent card, then the model.
     _server_request(

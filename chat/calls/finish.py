@@ -23,6 +23,7 @@ from chat.calls.runners import orphaned_running_calls
 from chat.media.models import MediaAsset
 from chat.media.staging import limit_server_staging, normalize_result, staged_parts
 from chat.media.tasks import persist_tool_media
+from chat.media.tool_files import result_file_links_open
 from chat.models import ToolCall, ToolCallStatus
 from chat.selectors import tool_calls_queryset
 from lean_rows import update_row
@@ -102,6 +103,7 @@ def tool_call_finish(
     sanitized = build_sanitized_tool_result(
         normalized, tool_name=call.tool_name, tool_call_id=str(call.pk), server=call.server.slug
     )
+    result_file_links_open(call=call, sanitized=sanitized)  # links to Atrium files: no token
     with transaction.atomic():
         limit_server_staging(server_id=call.server_id, result=sanitized)
         assets = _create_assets(call, sanitized["parts"])

@@ -37,6 +37,7 @@ from audit.writer import record
 from chat.calls.cancel import tool_call_cancel
 from chat.calls.emit import call_emit
 from chat.calls.finish import tool_call_fail, tool_call_finish
+from chat.media.tool_files import arguments_for_server
 from chat.models import ToolCall, ToolCallStatus
 from chat.server_requests.handler import CallServerRequests, server_request_handler_for
 from mcp_bridge import gateway
@@ -330,8 +331,9 @@ async def _drive(call: ToolCall, *, poller: str) -> None:
     started = call.started_at or call.created_at
     if not call.task_id:
         tool = await gateway.tool_for(server, call.tool_name)
+        arguments = await arguments_for_server(call, tool.input_schema)  # a person's files
         task = await gateway.call_tool_as_task(
-            server, tool, call.arguments, ttl_ms=ASKED_TTL_MS, on_behalf_of=who
+            server, tool, arguments, ttl_ms=ASKED_TTL_MS, on_behalf_of=who
         )
         if "result" in task and not task.get("taskId"):  # the server answered at once
             await _finish(

@@ -16,6 +16,9 @@ The path of a file:
 4. the worker persists each (``chat.media.services``), extracts a PDF's or text file's
    text for the model (``chat.media.documents``) and re-emits the message.
 
+An app view's files (Apps SDK ``uploadFile``, MCP Apps ``ui/download-file``) take the same
+path with ``origin = app_upload`` and the view on the ticket (``chat.media.view_files``).
+
 Deleting a message deletes its files (``attachments_delete_for_message``, from a
 ``pre_delete`` receiver); ``attachments_expire`` is the workspace retention sweep. Every
 create, refusal and delete is audited (audit types 703–708).
@@ -70,6 +73,9 @@ _HIDDEN_CHARS_RE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
 )
 _SEPARATORS_RE = re.compile(r"[/\\]")
+# Files of the thread that count against the workspace's limits and retention: members'
+# attachments and what app views uploaded or saved (chat.media.view_files).
+THREAD_FILE_ORIGINS = (MediaOrigin.ATTACHMENT, MediaOrigin.APP_UPLOAD)
 
 
 class AttachmentRefused(Exception):
@@ -121,7 +127,7 @@ def limits_for(*, workspace_id: int) -> FileLimits:
 def workspace_attached_bytes(*, workspace_id: int) -> int:
     """Bytes of the workspace's attached files that count against its total."""
     total = (
-        MediaAsset.objects.filter(origin=MediaOrigin.ATTACHMENT, thread__workspace_id=workspace_id)
+        MediaAsset.objects.filter(origin__in=THREAD_FILE_ORIGINS, thread__workspace_id=workspace_id)
         .exclude(status=MediaStatus.REJECTED)
         .aggregate(total=Sum("size"))["total"]
     )
@@ -273,6 +279,7 @@ class UploadTicket:
     filename: str
     size: int  # the declared size; the body may not exceed it
     key: str  # the staging key the body is written to
+    view_id: int | None = None  # an app view's upload (its tool call): origin app_upload
 
     def sign(self) -> str:
         return signing.dumps(
@@ -282,6 +289,7 @@ class UploadTicket:
                 "n": self.filename,
                 "s": self.size,
                 "k": self.key,
+                "v": self.view_id,
             },
             salt=UPLOAD_SALT,
             compress=True,
@@ -306,6 +314,7 @@ class UploadTicket:
             filename=str(data["n"]),
             size=int(data["s"]),
             key=str(data["k"]),
+            view_id=int(data["v"]) if data.get("v") is not None else None,
         )
 
 
@@ -329,8 +338,28 @@ def _refuse(
     return AttachmentRefused(code, msg, status=status)
 
 
-def attachment_begin(*, thread: Thread, actor: Any, filename: str, size: int) -> dict[str, Any]:
-    """Check one file the member is about to send; a ticket for its body, or refused."""
+def attachment_begin(
+    *, thread: Thread, actor: Any, filename: str, size: int, app_view_id: int | None = None
+) -> dict[str, Any]:
+    """Check one file the member is about to send; a ticket for its body, or refused.
+    ``app_view_id``: an app view uploads it (chat.media.view_files), for ``actor``."""
+    ticket, note = attachment_ticket(
+        thread=thread, actor=actor, filename=filename, size=size, app_view_id=app_view_id
+    )
+    token = ticket.sign()
+    return {
+        "uploadUrl": reverse("media-upload-body", kwargs={"token": token}),
+        "filename": ticket.filename,
+        "note": note,
+        "maxBytes": size,
+    }
+
+
+def attachment_ticket(
+    *, thread: Thread, actor: Any, filename: str, size: int, app_view_id: int | None = None
+) -> tuple[UploadTicket, str | None]:
+    """The checks of :func:`attachment_begin` (role, name, limits; refusals audited): the
+    ticket of one file's body and the note on its name, or AttachmentRefused."""
     membership = Membership.objects.filter(workspace_id=thread.workspace_id, user=actor).first()
     refuse = functools.partial(
         _refuse, thread=thread, workspace_id=thread.workspace_id, actor_id=actor.pk
@@ -355,15 +384,14 @@ def attachment_begin(*, thread: Thread, actor: Any, filename: str, size: int) ->
             f"{human_size(used)} of {human_size(limits.max_total_bytes)}.",
         )
     ticket = UploadTicket(
-        thread_id=thread.pk, user_id=actor.pk, filename=name, size=size, key=uuid.uuid4().hex
+        thread_id=thread.pk,
+        user_id=actor.pk,
+        filename=name,
+        size=size,
+        key=uuid.uuid4().hex,
+        view_id=app_view_id,
     )
-    token = ticket.sign()
-    return {
-        "uploadUrl": reverse("media-upload-body", kwargs={"token": token}),
-        "filename": name,
-        "note": note,
-        "maxBytes": size,
-    }
+    return ticket, note
 
 
 def attachment_receive(*, ticket: UploadTicket, path: Path, size: int, head: bytes) -> MediaAsset:
@@ -417,7 +445,8 @@ def attachment_receive(*, ticket: UploadTicket, path: Path, size: int, head: byt
                 )
             asset = MediaAsset.objects.create(
                 thread=thread,
-                origin=MediaOrigin.ATTACHMENT,
+                origin=MediaOrigin.APP_UPLOAD if ticket.view_id else MediaOrigin.ATTACHMENT,
+                app_view_id=ticket.view_id,
                 uploaded_by_id=ticket.user_id,
                 kind=sniffed.kind,
                 mime_type=sniffed.mime,
@@ -439,6 +468,7 @@ def attachment_receive(*, ticket: UploadTicket, path: Path, size: int, head: byt
                     "kind": asset.kind,
                     "mime": asset.mime_type,
                     "size": size,
+                    "app_view": ticket.view_id,
                 },
             )
             transaction.on_commit(functools.partial(_enqueue_persist, asset.pk))
@@ -591,7 +621,7 @@ def attachments_delete_for_message(*, message_id: int, actor: Any = None) -> int
     """A message is being deleted: its files go with it (audited)."""
     assets = list(
         MediaAsset.objects.select_related("thread").filter(
-            message_id=message_id, origin=MediaOrigin.ATTACHMENT
+            message_id=message_id, origin__in=THREAD_FILE_ORIGINS
         )
     )
     return _delete_assets(
@@ -617,7 +647,12 @@ def attachments_expire(*, now: Any = None) -> int:
     """The retention sweep: files older than their workspace's retention, and uploads
     never sent with a message after a day. Idempotent; returns how many went."""
     now = now or timezone.now()
-    conditions = Q(message__isnull=True, created_at__lt=now - UNCLAIMED_AFTER)
+    # (An app view's upload is never sent with a message: only the retention applies.)
+    conditions = Q(
+        origin=MediaOrigin.ATTACHMENT,
+        message__isnull=True,
+        created_at__lt=now - UNCLAIMED_AFTER,
+    )
     default_days = int(settings.ATRIUM_ATTACH_RETENTION_DAYS)
     own = dict(WorkspaceFileSettings.objects.values_list("workspace_id", "retention_days"))
     for workspace_id, days in own.items():
@@ -635,7 +670,7 @@ def attachments_expire(*, now: Any = None) -> int:
         with transaction.atomic():
             batch = list(
                 MediaAsset.objects.select_related("thread")
-                .filter(conditions, origin=MediaOrigin.ATTACHMENT)
+                .filter(conditions, origin__in=THREAD_FILE_ORIGINS)
                 .order_by("id")[:200]
             )
             if not batch:

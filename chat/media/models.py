@@ -46,6 +46,11 @@ class MediaAsset(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+    # The app view that uploaded (Apps SDK uploadFile) or saved (ui/download-file) this file:
+    # origin ``app_upload`` (chat.media.view_files); its app is the view's server.
+    app_view = models.ForeignKey(
+        "chat.ToolCall", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # Text the model reads (PDFs, text files), cut to the extraction budget; in storage.
     text_path = models.CharField(max_length=500, blank=True)
     text_truncated = models.BooleanField(default=False)

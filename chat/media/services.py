@@ -233,7 +233,7 @@ def media_asset_persist(*, asset_id: int, final_attempt: bool = False) -> str:
             staged=staged,
             text_budget=(
                 int(settings.ATRIUM_ATTACH_TEXT_BUDGET)
-                if asset.origin == MediaOrigin.ATTACHMENT
+                if asset.origin in (MediaOrigin.ATTACHMENT, MediaOrigin.APP_UPLOAD)
                 else 0
             ),
         )

@@ -337,4 +337,8 @@ def media_file_link(request: HttpRequest, asset_id: int, token: str) -> HttpResp
     response = _serve(request, asset_id, ORIGINAL, asset=asset)
     response["Cache-Control"] = "private, no-store"
     response["Referrer-Policy"] = "no-referrer"
+    # The link is the credential (no cookie is read): an app view on its sandbox origin
+    # may fetch it when its CSP allows this origin (docs/files.md "App views and files").
+    response["Access-Control-Allow-Origin"] = "*"
+    response["Cross-Origin-Resource-Policy"] = "cross-origin"
     return response

@@ -17,6 +17,7 @@ from channels.db import database_sync_to_async
 from audit.types import AuditEventType, Decision
 from audit.writer import record
 from bindings import ratelimit
+from chat.media.tool_files import arguments_for_server
 from chat.models import ToolCall
 from chat.services.turns import thread_note_model_missing
 from mcp_bridge import gateway
@@ -212,12 +213,14 @@ async def call_tool_answering(
     """``gateway.call_tool`` for ``call``, answering its server's requests; a call refused
     with ``URLElicitationRequired`` runs once more after its pages are finished."""
     handler = server_request_handler_for(call)
+    # A person's files go as a link minted now, or embedded (chat.media.tool_files).
+    arguments = await arguments_for_server(call, tool.input_schema)
     try:
         try:
             return await gateway.call_tool(
                 server,
                 tool,
-                call.arguments,
+                arguments,
                 progress=progress,
                 on_behalf_of=call.requested_by_id,  # whose sign-in an OAuth server sees
                 on_server_request=handler,
@@ -228,7 +231,7 @@ async def call_tool_answering(
         return await gateway.call_tool(
             server,
             tool,
-            call.arguments,
+            arguments,
             progress=progress,
             on_behalf_of=call.requested_by_id,
             on_server_request=handler,

@@ -9,7 +9,9 @@ let hooks = { submit() {}, edited() {}, openPicker() {} };
 const COMMANDS = [
   { name: "/help", args: "", desc: "Show what you can do here" },
   { name: "/tools", args: "", desc: "List the tools available in this thread" },
-  { name: "/call", args: "server.tool {json}", desc: "Run a tool with JSON arguments" },
+  // A file of this thread goes in as {"$file": id} (or its name): the server checks it and
+  // sends it as the tool's schema takes it (a link or embedded; docs/files.md).
+  { name: "/call", args: "server.tool {json}", desc: 'Run a tool with JSON arguments; {"$file": id} passes a file of this thread' },
 ];
 
 let slashItems = [];

@@ -1,6 +1,11 @@
 /* The tool picker: the thread's tools, searchable; choosing one writes its /call with a
- * skeleton of its arguments into the composer. */
+ * skeleton of its arguments into the composer. A tool with arguments that take a file
+ * (`fileFields`, decided on the server: chat/media/tool_inputs.py) first asks which of the
+ * thread's files goes in each: the /call then names it as {"$file": id}, which the server
+ * checks and turns into a link or an embedded resource (docs/files.md). */
 import { h, icon } from "./dom.js";
+import { formatBytes } from "./format.js";
+import { typeName } from "./render/files.js";
 import { send } from "./socket.js";
 import { canAct, els } from "./thread_state.js";
 
@@ -21,6 +26,7 @@ function pickerOpen() {
 export function openPicker() {
   if (!els.picker || !canAct()) return;
   hooks.closeSlash();
+  fileForm = null;
   els.picker.hidden = false;
   if (els.toolBtn) els.toolBtn.setAttribute("aria-expanded", "true");
   els.pickerSearch.value = "";
@@ -67,7 +73,13 @@ function pickerMessage(title, text) {
   els.pickerList.appendChild(h("div", { class: "picker-state" }, h("p", { class: "picker-state-title", text: title }), text ? h("p", { class: "picker-state-text", text: text }) : null));
 }
 
+let fileForm = null; // the tool whose file arguments are being chosen
+
 function renderPicker() {
+  if (fileForm) {
+    renderFileForm(fileForm);
+    return;
+  }
   const list = els.pickerList;
   list.textContent = "";
   pickerItems = [];
@@ -190,9 +202,96 @@ function skeleton(schema, depth) {
   }
 }
 
+/** "report.pdf · PDF · 1.2 MB" */
+function fileLabel(file) {
+  return [file.name, typeName(file.mimeType), formatBytes(file.size)].filter(Boolean).join(" · ");
+}
+
+function renderFileForm(tool) {
+  const list = els.pickerList;
+  list.textContent = "";
+  pickerItems = [];
+  const name = ((tool.server && tool.server.slug) || "") + "." + tool.name;
+  const form = h("form", { class: "context-form tool-file-form", attrs: { autocomplete: "off", "aria-label": "Files for " + name } });
+  form.appendChild(
+    h(
+      "div",
+      { class: "context-form-head" },
+      h("button", { class: "btn btn-ghost btn-xs", text: "‹ Back", attrs: { type: "button" }, on: { click: function () { fileForm = null; renderPicker(); els.pickerSearch.focus(); } } }),
+      h("span", { class: "context-form-title", text: tool.title || tool.name }),
+      h("span", { class: "picker-item-name", text: name })
+    )
+  );
+  const files = tool._files;
+  if (!files) {
+    form.appendChild(h("div", { class: "picker-state" }, h("span", { class: "spinner spinner-sm", attrs: { "aria-hidden": "true" } }), h("p", { class: "picker-state-text", text: "Loading this thread's files…" })));
+    list.appendChild(form);
+    return;
+  }
+  if (files.error) form.appendChild(h("p", { class: "picker-state-text", text: files.error }));
+  else if (!files.length) form.appendChild(h("p", { class: "picker-state-text", text: "No file is attached to this thread yet. Attach one to a message first (the paperclip), then choose it here." }));
+  const selects = [];
+  tool.fileFields.forEach(function (field) {
+    const select = h("select", { class: "input context-input", attrs: { name: field.name, "aria-label": field.title || field.name, required: field.required ? true : null } });
+    select.appendChild(h("option", { text: field.required ? "Choose a file…" : "No file", attrs: { value: "" } }));
+    (Array.isArray(files) ? files : []).forEach(function (file) {
+      select.appendChild(h("option", { text: fileLabel(file), attrs: { value: String(file.id) } }));
+    });
+    const how = field.shapes.indexOf("resource_link") >= 0 || field.shapes.indexOf("uri") >= 0 ? "sent as a short-lived link" : "embedded in the call (up to " + formatBytes(field.embeddedMaxBytes) + ")";
+    form.appendChild(h("label", { class: "context-field" }, h("span", { class: "context-label", text: (field.title || field.name) + (field.required ? " *" : "") }), select, h("span", { class: "muted tool-file-hint", text: "A file of this thread, " + how + "." })));
+    selects.push({ field: field, select: select });
+  });
+  form.appendChild(h("div", { class: "context-form-actions" }, h("button", { class: "btn btn-primary btn-sm", text: "Insert /call", attrs: { type: "submit" } })));
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    const chosen = {};
+    selects.forEach(function (it) {
+      if (it.select.value) chosen[it.field.name] = { $file: Number(it.select.value) };
+    });
+    fileForm = null;
+    writeCall(tool, chosen);
+  });
+  form.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      closePicker(true);
+    }
+  });
+  list.appendChild(form);
+  if (selects.length) selects[0].select.focus();
+}
+
+function loadFiles(tool) {
+  send({ type: "tools.files" }).then(
+    function (reply) {
+      tool._files = reply.ok ? (reply.result && reply.result.files) || [] : { error: (reply.error && reply.error.message) || "The thread's files could not be listed." };
+      if (fileForm === tool && pickerOpen()) renderPicker();
+    },
+    function (err) {
+      tool._files = { error: err.message };
+      if (fileForm === tool && pickerOpen()) renderPicker();
+    }
+  );
+}
+
 function chooseTool(tool) {
+  if (Array.isArray(tool.fileFields) && tool.fileFields.length) {
+    fileForm = tool;
+    tool._files = null; // the thread's files now, not when the list was loaded
+    loadFiles(tool);
+    renderPicker();
+    return;
+  }
+  writeCall(tool, {});
+}
+
+function writeCall(tool, files) {
   let args = skeleton(tool.inputSchema || { type: "object" });
   if (!args || typeof args !== "object" || Array.isArray(args)) args = {};
+  (tool.fileFields || []).forEach(function (field) {
+    if (files[field.name]) args[field.name] = files[field.name];
+    else delete args[field.name]; // an empty skeleton is no file
+  });
   const text = "/call " + ((tool.server && tool.server.slug) || "") + "." + tool.name + " " + JSON.stringify(args);
   els.input.value = text;
   closePicker(true);
@@ -213,10 +312,18 @@ export function bindToolPicker(composerHooks) {
     });
   }
   els.pickerSearch.addEventListener("input", function () {
+    fileForm = null;
     pickerActive = 0;
     renderPicker();
   });
   els.pickerSearch.addEventListener("keydown", function (event) {
+    if (fileForm) {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        closePicker(true);
+      }
+      return;
+    }
     if (event.key === "ArrowDown" || event.key === "ArrowUp") {
       event.preventDefault();
       const n = pickerItems.length;

@@ -269,6 +269,32 @@
         return undefined;
       });
     },
+    // Files (issue 26 part 4): the host uploads the body, decides and gives file ids.
+    uploadFile: function (file) {
+      return request("openai/uploadFile", compat({ file: file }), CALL_TIMEOUT_MS);
+    },
+    getFileDownloadUrl: function (options) {
+      const fileId = options && typeof options === "object" ? options.fileId : options;
+      // A file just uploaded is stored by a worker first: "not_ready" is asked again.
+      function ask(attempt) {
+        return request("openai/getFileDownloadUrl", compat({ fileId: String(fileId || "") })).catch(function (error) {
+          const reason = error && error.data && error.data.reason;
+          if ((reason === "not_ready" || (error && error.message && /still being stored/.test(error.message))) && attempt < 40) {
+            return new Promise(function (resolve) {
+              setTimeout(resolve, Math.min(250 * (attempt + 1), 2000));
+            }).then(function () {
+              return ask(attempt + 1);
+            });
+          }
+          throw error;
+        });
+      }
+      return ask(0);
+    },
+    selectFiles: function (options) {
+      const o = options && typeof options === "object" ? options : {};
+      return request("openai/selectFiles", compat({ multiple: o.multiple === true }), CALL_TIMEOUT_MS);
+    },
     notifyIntrinsicHeight: function (height) {
       explicitHeight = true;
       reportHeight(height);

@@ -174,6 +174,10 @@ ALLOWED_ACTORS: dict[ActionKind, frozenset[str]] = {
     K.VIEW_SAMPLING: frozenset({"app_view"}),  # issue 27 (chat/view_tools)
     K.VIEW_TOOLS_REGISTER: frozenset({"app_view"}),
     K.VIEW_TOOL_CALL: frozenset({"app_view"}),
+    K.VIEW_FILE_UPLOAD: frozenset({"app_view"}),  # issue 26 part 4 (chat.media.view_files)
+    K.VIEW_FILE_LINK: frozenset({"app_view"}),
+    K.VIEW_FILES_SELECT: frozenset({"app_view"}),
+    K.VIEW_FILE_SAVE: frozenset({"app_view"}),
 }
 
 ACTOR_FACTORIES = {"user": user, "model": model, "app_view": app}
@@ -226,6 +230,10 @@ PERSONA_MATRIX: dict[ActionKind, tuple[tuple[Outcome, Reason], ...]] = {
     K.VIEW_SAMPLING: (OK, OK, VIEWER_NO, OUTSIDER_NO),  # issue 27: members only
     K.VIEW_TOOLS_REGISTER: (OK, OK, VIEWER_NO, OUTSIDER_NO),
     K.VIEW_TOOL_CALL: (OK, OK, VIEWER_NO, OUTSIDER_NO),
+    K.VIEW_FILE_UPLOAD: (OK, OK, VIEWER_NO, OUTSIDER_NO),  # issue 26 part 4: members only
+    K.VIEW_FILE_LINK: (OK, OK, VIEWER_NO, OUTSIDER_NO),
+    K.VIEW_FILES_SELECT: (OK, OK, VIEWER_NO, OUTSIDER_NO),
+    K.VIEW_FILE_SAVE: (OK, OK, VIEWER_NO, OUTSIDER_NO),
 }
 PERSONAS = ("owner", "member", "viewer", None)
 

@@ -164,7 +164,7 @@ async def test_opening_a_view_of_a_disabled_binding_is_refused_and_audited(
         ("ui/message", {"content": []}, "invalid_params", "ui_message"),
         ("ui/message", {"content": "z" * 9000}, "message_too_long", "ui_message"),
         ("tools/call", {"name": 7}, "invalid_params", "app_tool_call"),
-        ("ui/download-file", {"contents": "nope"}, "invalid_params", "ui_download_file"),
+        ("ui/download-file", {"contents": "nope"}, "invalid_params", "view_file_save"),
     ],
 )
 async def test_malformed_view_requests_are_refused_with_a_reason_and_audited(

@@ -9,35 +9,12 @@
  *
  * Other collaborators use: post, respond, respondError, forward, notifyServer, allowLog,
  * stopPacing, onMessage, and the state fields. */
-import { h } from "../dom.js";
 import { HOST_INFO, KNOWN_PROTOCOLS, LOG_BURST, MAX_MESSAGE_DEPTH, PROTOCOL_VERSION } from "./config.js";
 import { viewMethod } from "./methods.js";
 import { request, rpcError } from "./rpc.js";
+import { ViewFiles } from "./file_chooser.js";
 import { afterSignIn, needsSignIn } from "./sign_in_retry.js";
 import { ViewTools } from "./view_tools.js";
-
-function sanitizeFilename(name) {
-  let base = String(name || "")
-    .split(/[\\/]/)
-    .pop();
-  try {
-    base = decodeURIComponent(base);
-  } catch (e) {
-    /* keep as is */
-  }
-  base = base
-    .replace(/[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]/g, "")
-    .replace(/[\\/:*?"<>|]/g, "_")
-    .replace(/^[.\s]+/, "")
-    .replace(/[.\s]+$/, "")
-    .trim();
-  if (base.length > 120) {
-    const dot = base.lastIndexOf(".");
-    const ext = dot > 0 && base.length - dot <= 10 ? base.slice(dot) : "";
-    base = base.slice(0, 120 - ext.length) + ext;
-  }
-  return base || "download";
-}
 
 /** Whether `value` nests deeper than `limit` levels. Iterative (no stack to overflow);
  *  an object shared by several paths is walked again only when reached deeper, so a
@@ -83,7 +60,10 @@ const requestSteps = {
   "ui/request-display-mode": (bridge, id, params) => bridge.modes.request(id, params),
   "ui/open-link": (bridge, id, params) => bridge.cards.openLink(id, params),
   "ui/message": (bridge, id, params) => bridge.cards.sendMessage(id, params),
-  "ui/download-file": (bridge, id, params) => bridge.download(id, params),
+  // Files (file_chooser.js): saved in the thread; the body of an upload; the host's chooser.
+  "ui/download-file": (bridge, id, params) => bridge.files.save(id, params),
+  "openai/uploadFile": (bridge, id, params) => bridge.files.upload(id, params),
+  "openai/selectFiles": (bridge, id, params) => bridge.files.select(id, params),
   "openai/requestModal": (bridge, id, params) => bridge.openai.openModal(id, params),
   "openai/setOpenInAppUrl": (bridge, id, params) => bridge.openai.setOpenInAppUrl(id, params),
   "atrium/setWidgetState": (bridge, id, params) => bridge.openai.setWidgetState(id, params),
@@ -91,7 +71,7 @@ const requestSteps = {
 
 export class HostBridge {
   /** `id`, `client`: the view's tool call and its thread client; `isClosed()`: whether the
-   *  view was destroyed (no token refresh then); `appName()`: for the download prompt.
+   *  view was destroyed (no token refresh then); `appName()`: for the file chooser.
    *  `frame` (the window posts go to, inline size), `lifecycle` (handshake, teardown),
    *  `context` (hostContext), `modes` (display modes), `cards` (link and message cards),
    *  `openai` (Apps SDK modal and widget state), `mcpUi` (legacy MCP-UI messages). */
@@ -112,6 +92,7 @@ export class HostBridge {
     this.appInfo = null;
     this.pendingSize = null;
     this.viewTools = new ViewTools(this);
+    this.files = new ViewFiles(this);
     this.reset();
   }
 
@@ -131,6 +112,7 @@ export class HostBridge {
   stopPacing() {
     clearTimeout(this.sizeNotifyTimer);
     this.viewTools.stop();
+    this.files.close();
   }
 
   post(message) {
@@ -265,52 +247,5 @@ export class HostBridge {
     if (this.logTimes.length >= LOG_BURST) return false;
     this.logTimes.push(now);
     return true;
-  }
-
-  download(id, params) {
-    const items = [];
-    (Array.isArray(params.contents) ? params.contents : []).forEach((item) => {
-      if (!item || item.type !== "resource" || !item.resource || typeof item.resource !== "object") return;
-      const r = item.resource;
-      // Never the app's type: a blob: URL lives on the app origin (see render.js toBlobUrl).
-      const type = "application/octet-stream";
-      const name = sanitizeFilename(r.uri);
-      let blob = null;
-      if (typeof r.text === "string") blob = new Blob([r.text], { type: type });
-      else if (typeof r.blob === "string") {
-        try {
-          const bin = atob(r.blob);
-          const bytes = new Uint8Array(bin.length);
-          for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-          blob = new Blob([bytes], { type: type });
-        } catch (e) {
-          blob = null;
-        }
-      }
-      if (blob) items.push({ name: name, blob: blob });
-    });
-    if (!items.length) {
-      this.respondError(id, { code: -32602, message: "Nothing downloadable: send embedded resources with text or base64 blob.", data: { reason: "invalid_params" } });
-      return;
-    }
-    this.forward("ui/download-file", params).then(
-      () => {
-        const names = items.map((i) => i.name).join(", ");
-        if (!window.confirm(this.appName() + " wants to download " + (items.length === 1 ? "a file" : items.length + " files") + ": " + names + "\n\nSave?")) {
-          this.respondError(id, { code: -32000, message: "The user declined the download.", data: { reason: "user_declined" } });
-          return;
-        }
-        items.forEach((item) => {
-          const url = URL.createObjectURL(item.blob);
-          const a = h("a", { attrs: { href: url, download: item.name } });
-          document.body.appendChild(a);
-          a.click();
-          a.remove();
-          setTimeout(() => URL.revokeObjectURL(url), 30000);
-        });
-        this.respond(id, {});
-      },
-      (err) => this.respondError(id, rpcError(err))
-    );
   }
 }

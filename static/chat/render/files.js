@@ -2,7 +2,8 @@
  * → DOM: images as thumbnails that open the lightbox, other files as chips with a
  * thumbnail where the worker made one (a PDF's first page), a name, type and size, and a
  * download link. Files still processing show a placeholder; rejected ones say why. The
- * same DOM live and after a reload, for every member. */
+ * same DOM live and after a reload, for every member. An app view's saved file ("<app> saved
+ * report.csv", a message via that view) is rendered the same way. */
 import { h, icon } from "../dom.js";
 import { formatBytes } from "../format.js";
 import { safeMediaSrc } from "../safe_urls.js";
@@ -83,7 +84,12 @@ export function renderMessageFiles(msg) {
   });
   return h(
     "div",
-    { class: "msg-files", attrs: { "aria-label": parts.length === 1 ? "1 attached file" : parts.length + " attached files" } },
+    {
+      // A file an app view saved in the thread (ui/download-file, chat/media/view_files.py):
+      // the same chips, labelled as saved by the app the message names.
+      class: "msg-files" + (msg.viaToolCall ? " is-app-saved" : ""),
+      attrs: { "aria-label": (parts.length === 1 ? "1 " : parts.length + " ") + (msg.viaToolCall ? "saved " : "attached ") + (parts.length === 1 ? "file" : "files") },
+    },
     images.length ? h("div", { class: "msg-file-images" }, images.map(imageTile)) : null,
     others.length ? h("div", { class: "msg-file-chips" }, others.map(fileChip)) : null
   );
