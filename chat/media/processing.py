@@ -25,7 +25,15 @@ from .formats import (
     container_hints,
     read_at,
 )
-from .images import POSTER_MAX, THUMBNAIL_MAX, Derivative, inspect_image, video_stills
+from .images import (
+    POSTER_MAX,
+    THUMBNAIL_MAX,
+    Derivative,
+    encode_derivative,
+    inspect_image,
+    video_stills,
+)
+from .video import video_first_frame
 
 HASH_CHUNK = 1024 * 1024
 BASE64_CHUNK = 4 * 1024 * 1024  # characters of a base64 staging file read at a time
@@ -150,7 +158,8 @@ def derive(
     staged: StagedFile, verified: VerifiedType, *, declared_mime: str = "", text_budget: int = 0
 ) -> Derived:
     """Check images with Pillow, PDFs with pypdf (text, page 1 thumbnail), read text files
-    and container hints; raises MediaRejected."""
+    and container hints, a video's first frame as its poster (chat.media.video); raises
+    MediaRejected."""
     signature = verified.signature
     if signature is not None and signature.mime == "application/pdf":
         doc = read_pdf(staged.path, budget=text_budget)
@@ -174,6 +183,10 @@ def derive(
         stills = None
         if hints.first_frame and hints.first_frame[1] <= MAX_VIDEO_FRAME:
             stills = video_stills(read_at(handle, *hints.first_frame))
+    if stills is None and verified.kind == "video" and signature is not None:
+        frame = video_first_frame(staged.path, mime=signature.mime)
+        if frame is not None:
+            stills = encode_derivative(frame, POSTER_MAX), encode_derivative(frame, THUMBNAIL_MAX)
     if stills is None:
         return Derived(hints)
     return Derived(hints, thumbnail=stills[1], poster=stills[0])
