@@ -77,6 +77,7 @@ class AuditEventType(IntEnum):
     SOCKET_CLOSED_MEMBERSHIP_REMOVED = 107  # an open socket of a member who was removed
     WORKSPACE_CHANGED = 108  # its name, slug or system prompt (the fields, not the prompt)
     MESSAGE_POSTED = 110
+    MESSAGE_DELETED = 111  # a person's message deleted by its author or an owner (not its text)
     SOCKET_REJECTED = 120
     SOCKET_CLOSED_SESSION_ENDED = 130
     ACTION_REFUSED = 131
@@ -251,6 +252,7 @@ _LABELS: dict[AuditEventType, str] = {
     AuditEventType.THREAD_DELETED: "Thread deleted",
     AuditEventType.SOCKET_CLOSED_MEMBERSHIP_REMOVED: "Websocket closed: member removed",
     AuditEventType.MESSAGE_POSTED: "Message posted",
+    AuditEventType.MESSAGE_DELETED: "Message deleted",
     AuditEventType.SOCKET_REJECTED: "Websocket connection rejected",
     AuditEventType.SOCKET_CLOSED_SESSION_ENDED: "Websocket closed: session ended",
     AuditEventType.ACTION_REFUSED: "Action refused",

@@ -76,6 +76,7 @@ const ICONS = {
   inline: [["path", "M9 4v5H4M15 4v5h5M9 20v-5H4M15 20v-5h5"]],
   close: [["path", "M6 6l12 12M18 6 6 18"]],
   reload: [["path", "M20 11a8 8 0 1 0-2.3 5.7M20 4v7h-7"]],
+  trash: [["path", "M3 6h18M8 6V4a1 1 0 0 1 1-1h6a1 1 0 0 1 1 1v2M19 6l-1 14a2 2 0 0 1-2 2H8a2 2 0 0 1-2-2L5 6M10 11v6M14 11v6"]],
 };
 
 export function icon(name, cls) {

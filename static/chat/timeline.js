@@ -5,10 +5,11 @@
 import { h, icon } from "./dom.js";
 import { dayKey, formatDay, formatFull, formatTime } from "./format.js";
 import { mountAppViewRow, renderAppViewRow } from "./render/app_view_row.js";
-import { renderMessage, updateStreamingText } from "./render/message.js";
+import { renderDeleteConfirm, renderMessage, updateStreamingText } from "./render/message.js";
 import { renderMedia } from "./render/parts.js";
 import { hasAppView, renderProgress, renderToolCall } from "./render/tool_call.js";
 import { client } from "./client.js";
+import { toast } from "./toasts.js";
 import { calls, els, messages, renderOpts, thread } from "./thread_state.js";
 import { viewCallSlot } from "./app_views/call_group.js";
 
@@ -126,6 +127,8 @@ export function upsertMessage(msg, live) {
     old.querySelector(".msg-gutter").replaceWith(fresh.querySelector(".msg-gutter"));
     old.querySelector(".msg-header").replaceWith(fresh.querySelector(".msg-header"));
     old.querySelector(".msg-body").replaceWith(fresh.querySelector(".msg-body"));
+    const actions = old.querySelector(".msg-actions");
+    if (actions && !actions.contains(document.activeElement)) actions.replaceWith(fresh.querySelector(".msg-actions"));
     regroup(old);
     regroup(old.nextElementSibling);
   } else {
@@ -321,3 +324,104 @@ export function applyMedia(data) {
     el.replaceWith(renderMedia(part, renderOpts(call)));
   });
 }
+
+// ---- deleting a message (issue 26, docs/files.md "Deleting a message") ---------------
+
+/** A `message.deleted` event: the message leaves the timeline (live, and in a replay). */
+export function removeMessage(id) {
+  const entry = msgEntries.get(id);
+  messages.delete(id);
+  if (!entry) return;
+  // Focus inside it (or on its confirm, whose buttons were disabled while deleting) goes to
+  // the composer, not to the page's body.
+  const hadFocus = entry.contains(document.activeElement) || entry.dataset.refocus === "1";
+  // (The server keeps messages that started a call; should one be here, its card stays.)
+  calls.forEach(function (call) {
+    if (call.messageId === id) {
+      call.messageId = null;
+      placeCall(call);
+    }
+  });
+  const next = entry.nextElementSibling;
+  entry.remove();
+  msgEntries.delete(id);
+  regroup(next);
+  if (hadFocus && els.input && !els.input.disabled) els.input.focus({ preventScroll: true });
+}
+
+function closeDeleteConfirm(entry, refocus) {
+  const box = entry && entry.querySelector(".msg-delete-confirm");
+  if (!box) return;
+  box.remove();
+  entry.classList.remove("is-confirming-delete");
+  const button = entry.querySelector(".msg-delete");
+  if (refocus && button) button.focus();
+}
+
+function openDeleteConfirm(entry, msg) {
+  els.list.querySelectorAll(".is-confirming-delete").forEach(function (other) {
+    if (other !== entry) closeDeleteConfirm(other, false);
+  });
+  let box = entry.querySelector(".msg-delete-confirm");
+  if (!box) {
+    box = renderDeleteConfirm(msg);
+    entry.querySelector(".msg-body").after(box);
+    entry.classList.add("is-confirming-delete");
+  }
+  box.querySelector('[data-action="delete-message-cancel"]').focus();
+}
+
+function confirmDelete(entry, id) {
+  const box = entry.querySelector(".msg-delete-confirm");
+  const buttons = box ? box.querySelectorAll("button") : [];
+  if (box && box.contains(document.activeElement)) entry.dataset.refocus = "1";
+  buttons.forEach(function (b) {
+    b.disabled = true;
+  });
+  const status = box && box.querySelector(".msg-delete-confirm-status");
+  if (status) status.textContent = "Deleting…";
+  const fail = function (text) {
+    const refocus = entry.dataset.refocus === "1";
+    delete entry.dataset.refocus;
+    buttons.forEach(function (b) {
+      b.disabled = false;
+    });
+    if (refocus) box.querySelector('[data-action="delete-message-cancel"]').focus();
+    if (status) status.textContent = "";
+    toast(text || "The message could not be deleted.", "error");
+  };
+  client.send({ type: "message.delete", messageId: id }).then(
+    function (reply) {
+      if (reply.ok) removeMessage(id); // every page (this one too) also gets message.deleted
+      else if (reply.error && reply.error.code === "already_deleted") removeMessage(id);
+      else fail(reply.error && reply.error.message);
+    },
+    function (err) {
+      fail(err && err.message);
+    }
+  );
+}
+
+function onMessageAction(event) {
+  const btn = event.target instanceof Element ? event.target.closest("button[data-action]") : null;
+  if (!btn) return;
+  const entry = btn.closest(".msg-entry");
+  const id = entry ? Number(entry.dataset.messageId) : NaN;
+  const msg = messages.get(id);
+  if (!msg) return;
+  if (btn.dataset.action === "delete-message") openDeleteConfirm(entry, msg);
+  else if (btn.dataset.action === "delete-message-cancel") closeDeleteConfirm(entry, true);
+  else if (btn.dataset.action === "delete-message-confirm") confirmDelete(entry, id);
+}
+
+els.list.addEventListener("click", onMessageAction);
+els.list.addEventListener("keydown", function (event) {
+  if (event.key !== "Escape" || !(event.target instanceof Element)) return;
+  const box = event.target.closest(".msg-delete-confirm");
+  if (!box) return;
+  event.preventDefault();
+  closeDeleteConfirm(box.closest(".msg-entry"), true);
+});
+client.on("message.deleted", function (data) {
+  if (data && data.id !== undefined) removeMessage(data.id);
+});

@@ -57,6 +57,52 @@ export function renderMessageBody(msg) {
 }
 
 /**
+ * May the reader delete this message? A person's message, for its author (an owner or a
+ * member) and for the workspace's owners (chat/services/messages.py decides; this only
+ * offers the action). A message that started a tool call has no Delete (app.css hides it
+ * once its card is there; the server refuses it anyway).
+ */
+export function canDeleteMessage(msg, opts) {
+  if (!opts || !opts.canAct || msg.role !== "user" || !msg.author) return false;
+  return msg.author.id === opts.userId || !!opts.isOwner;
+}
+
+/** The message's hover actions (shown on hover and on keyboard focus). */
+export function renderMessageActions(msg, opts) {
+  const bar = h("div", { class: "msg-actions", attrs: { role: "toolbar", "aria-label": "Message actions" } });
+  if (canDeleteMessage(msg, opts)) {
+    bar.appendChild(
+      h(
+        "button",
+        { class: "icon-btn icon-btn-sm msg-action msg-delete", attrs: { type: "button", title: "Delete message", "aria-label": "Delete message" }, data: { action: "delete-message", messageId: msg.id } },
+        icon("trash")
+      )
+    );
+  }
+  return bar;
+}
+
+function filesPhrase(count) {
+  return count === 1 ? "its file" : "its " + count + " files";
+}
+
+/** The inline confirm step of deleting: names how many files go with the message. */
+export function renderDeleteConfirm(msg) {
+  const count = Array.isArray(msg.attachments) ? msg.attachments.length : 0;
+  const question = count ? "Delete this message and " + filesPhrase(count) + " for everyone?" : "Delete this message for everyone?";
+  const textId = "msg-delete-q-" + msg.id;
+  return h(
+    "div",
+    { class: "msg-delete-confirm", attrs: { role: "group", "aria-labelledby": textId }, data: { messageId: msg.id } },
+    icon("trash", "msg-delete-confirm-icon"),
+    h("span", { class: "msg-delete-confirm-text", attrs: { id: textId } }, h("strong", { text: question }), " This can't be undone."),
+    h("span", { class: "msg-delete-confirm-status", attrs: { role: "status" } }),
+    h("button", { class: "btn btn-secondary btn-xs", attrs: { type: "button" }, data: { action: "delete-message-cancel" }, text: "Cancel" }),
+    h("button", { class: "btn btn-danger-soft btn-xs", attrs: { type: "button" }, data: { action: "delete-message-confirm", messageId: msg.id }, text: count ? "Delete message and files" : "Delete message" })
+  );
+}
+
+/**
  * A message → a timeline entry (<article class="entry msg-entry">) with empty
  * `.msg-tools` (tool call cards) and `.msg-views` (view rows) slots for the caller.
  * opts.appName(toolCallId) → the app name for "via <app>" tags.
@@ -93,7 +139,8 @@ export function renderMessage(msg, opts) {
       "div",
       { class: "msg" },
       h("div", { class: "msg-gutter" }, renderAvatar(msg), h("time", { class: "msg-gutter-time", text: formatTime(msg.createdAt), attrs: { datetime: msg.createdAt, "aria-hidden": "true" } })),
-      h("div", { class: "msg-content" }, header, renderMessageBody(msg), h("div", { class: "msg-tools" }))
+      h("div", { class: "msg-content" }, header, renderMessageBody(msg), h("div", { class: "msg-tools" })),
+      renderMessageActions(msg, opts)
     ),
     h("div", { class: "msg-views" })
   );
