@@ -16,7 +16,11 @@ from typing import Any
 from .harness import BenchAtrium, Seeded, connect, open_view
 
 
-async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) -> dict[str, Any]:
+async def open_clients(
+    server: BenchAtrium, seeded: Seeded, *, clients: int
+) -> tuple[list[tuple[int, Any]], list[str]]:
+    """`clients` sockets spread over the seeded threads, each with its own token for its
+    thread's board view: (thread, socket) pairs and the tokens."""
     threads = seeded.threads
     per_thread = clients // len(threads)
     # One view per thread (a board call); each client opens it with its own token.
@@ -39,20 +43,28 @@ async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) 
         opened = await sock.request({"type": "view.open", "toolCallId": views[thread]})
         assert opened["ok"], opened
         tokens.append(opened["result"]["token"])
+    return sockets, tokens
 
+
+def call_message(token: str) -> dict[str, Any]:
+    return {
+        "type": "view.request",
+        "token": token,
+        "method": "tools/call",
+        "params": {"name": "refresh", "arguments": {}},
+    }
+
+
+async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) -> dict[str, Any]:
+    threads = seeded.threads
+    sockets, tokens = await open_clients(server, seeded, clients=clients)
     replies_ok = 0
     errors: list[str] = []
-    call_ids: dict[int, set[int]] = {t: set() for t in threads}
 
     async def client(index: int) -> None:
         nonlocal replies_ok
         thread, sock = sockets[index]
-        message = {
-            "type": "view.request",
-            "token": tokens[index],
-            "method": "tools/call",
-            "params": {"name": "refresh", "arguments": {}},
-        }
+        message = call_message(tokens[index])
         for _ in range(calls):
             try:
                 reply = await sock.request(message, timeout=120)
@@ -67,8 +79,28 @@ async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) 
     started = time.perf_counter()
     await asyncio.gather(*(client(i) for i in range(clients)))
     elapsed = time.perf_counter() - started
+    checked = await check_events(server, seeded, sockets)
+    total = clients * calls
+    return {
+        "clients": clients,
+        "threads": len(threads),
+        "calls": total,
+        "ok_replies": replies_ok,
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        **checked,
+        "elapsed_s": elapsed,
+        "calls_per_s": total / elapsed,
+    }
 
-    # Every client must end with every event of its thread, with no gaps.
+
+async def check_events(
+    server: BenchAtrium, seeded: Seeded, sockets: list[tuple[int, Any]]
+) -> dict[str, int]:
+    """Every client must end with every event of its thread, with no gaps, and the final
+    event of every view call of its thread; the sockets are closed."""
+    threads = seeded.threads
+    call_ids: dict[int, set[int]] = {t: set() for t in threads}
     last_seq: dict[int, int] = {}
     for thread in threads:
         probe = await connect(server, seeded.cookies[0], thread)
@@ -111,19 +143,10 @@ async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) 
         finals_missing += len(call_ids[thread] - finals)
     for _, sock in sockets:
         await sock.close()
-    total = clients * calls
     return {
-        "clients": clients,
-        "threads": len(threads),
-        "calls": total,
-        "ok_replies": replies_ok,
-        "errors": len(errors),
-        "error_samples": errors[:5],
         "lost_events": lost,
         "seq_gaps": gaps,
         "duplicate_events": duplicates,
         "out_of_order_arrivals": out_of_order,
         "missing_final_events": finals_missing,
-        "elapsed_s": elapsed,
-        "calls_per_s": total / elapsed,
     }

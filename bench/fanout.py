@@ -12,7 +12,7 @@ import asyncio
 import time
 from typing import Any
 
-from .harness import BenchAtrium, Seeded, connect, summary
+from .harness import BenchAtrium, Seeded, connect, per_call, summary
 
 MEMBERS = 50
 
@@ -45,6 +45,8 @@ async def run(server: BenchAtrium, seeded: Seeded, *, rounds: int) -> dict[str, 
         await asyncio.sleep(0.2)
     received.clear()
     final_seqs.clear()
+    cpu_before, counted_before = server.cpu_seconds(), server.counters()
+    seq_before = len(server.probe_records("broadcast"))
     for _ in range(rounds):
         reply = await owner.request(request)
         if not reply.get("ok"):
@@ -60,6 +62,11 @@ async def run(server: BenchAtrium, seeded: Seeded, *, rounds: int) -> dict[str, 
         else:
             incomplete += 1
     await asyncio.sleep(0.2)
+    # What a round costs the web process with MEMBERS sockets on the thread: the capacity
+    # model (docs/fleet.md) takes the cost of one event per member from it.
+    cpu_per_round_ms = (server.cpu_seconds() - cpu_before) * 1000 / rounds
+    counted = per_call(counted_before, server.counters(), rounds)
+    events_per_round = (len(server.probe_records("broadcast")) - seq_before) / rounds
     sent = {r["seq"]: r["t"] for r in server.probe_records("broadcast") if r.get("seq")}
     deltas = [
         (t - sent[seq]) * 1000
@@ -85,4 +92,7 @@ async def run(server: BenchAtrium, seeded: Seeded, *, rounds: int) -> dict[str, 
         "errors": errors,
         "incomplete_rounds": incomplete,
         "delivery_ms": summary(deltas) if deltas else None,
+        "web_cpu_ms_per_round": cpu_per_round_ms,
+        "events_per_round": events_per_round,
+        "per_round": counted,
     }

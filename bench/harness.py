@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -21,6 +22,11 @@ from tests.live import PYTHON, ROOT, LiveAtrium, memory_kib, reset_peak_memory, 
 
 BOARD = ROOT / "examples" / "board" / "server.py"
 MEDIA = ROOT / "examples" / "media" / "server.py"
+
+
+def per_call(before: dict[str, float], after: dict[str, float], calls: int) -> dict[str, float]:
+    """The difference of two counter snapshots, per call."""
+    return {k: (after[k] - before.get(k, 0)) / calls for k in after}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -91,7 +97,12 @@ class BenchAtrium(LiveAtrium):
     def probe_records(self, ev: str | None = None) -> list[dict[str, Any]]:
         if not self.probe_file.exists():
             return []
-        rows = [json.loads(line) for line in self.probe_file.read_text().splitlines() if line]
+        rows = []
+        for line in self.probe_file.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # the last line, still being written
         return [r for r in rows if ev is None or r.get("ev") == ev]
 
     def status(self, key: str) -> int:
@@ -104,6 +115,76 @@ class BenchAtrium(LiveAtrium):
         assert self.web is not None
         fields = Path(f"/proc/{self.web.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def counters(self, timeout: float = 10.0) -> dict[str, float]:
+        """The web process's tallies so far (bench.probe ``Counters``, asked with SIGUSR1)."""
+        assert self.web is not None
+        seen = len(self.probe_records("counters"))
+        os.kill(self.web.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.probe_records("counters")
+            if len(found) > seen:
+                return {k: v for k, v in found[-1].items() if k not in ("ev", "t")}
+            time.sleep(0.02)
+        raise TimeoutError("the web process did not report its counters")
+
+    def database_stats(self) -> dict[str, Any]:
+        """PostgreSQL's side (production only, else {}): the size of the bench database's
+        tables with their indexes and TOAST, the WAL written by the whole cluster (other databases too: an upper bound), and the CPU seconds of the
+        backends serving this database now (a backend that ended is missed: a lower bound)."""
+        return database_stats(self.env.get("DATABASE_URL", ""))
+
+
+def database_stats(url: str) -> dict[str, Any]:
+    """``BenchAtrium.database_stats`` for the database at ``url`` (any live server's)."""
+    if not url.startswith("postgres"):
+        return {}
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        size = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind IN ('r', 'm') AND n.nspname = 'public'"
+        ).fetchone()[0]
+        wal = conn.execute(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
+        ).fetchone()[0]
+        pids = [
+            r[0]
+            for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            )
+        ]
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return {
+        "pg_table_bytes": float(size),
+        "pg_wal_bytes_cluster": float(wal),
+        "pg_backend_cpu": cpu,
+    }
+
+
+def database_per_call(
+    before: dict[str, Any], after: dict[str, Any], calls: int
+) -> dict[str, float]:
+    """PostgreSQL's figures per call between two ``database_stats`` (empty when embedded)."""
+    if not before or not after:
+        return {}
+    cpu_before = before["pg_backend_cpu"]
+    cpu = sum(v - cpu_before.get(pid, 0.0) for pid, v in after["pg_backend_cpu"].items())
+    return {
+        "pg_table_bytes": (after["pg_table_bytes"] - before["pg_table_bytes"]) / calls,
+        "pg_wal_bytes_cluster": (after["pg_wal_bytes_cluster"] - before["pg_wal_bytes_cluster"])
+        / calls,
+        "pg_backend_cpu_ms": cpu * 1000 / calls,
+    }
 
     def reset_peak_rss(self) -> None:
         assert self.web is not None

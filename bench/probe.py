@@ -10,7 +10,10 @@ observation:
 - ``{"ev": "result", "tool", "t"}`` when a tool call's raw result has arrived at the host
   (``mcp_bridge.gateway.call_tool`` returned: the start of the media benchmark's clock).
 
-``t`` is ``time.time()`` (same machine as the benchmark client). With
+``t`` is ``time.time()`` (same machine as the benchmark client). On ``SIGUSR1`` it appends
+``{"ev": "counters", ...}``: what the process has done so far (``Counters``: database
+statements and transactions, trips to a worker thread, Redis commands and writes) — the
+benchmarks take the difference over a run, per call (issue 28's capacity model). With
 ``ATRIUM_BENCH_PYINSTRUMENT=<file>`` the whole run is profiled (main thread) and a text
 report written at exit.
 """
@@ -40,10 +43,130 @@ def _writer():
     return write
 
 
+class Counters:
+    """Process-wide tallies (plain integer increments: exact enough under the GIL)."""
+
+    def __init__(self) -> None:
+        self.values = dict.fromkeys(
+            (
+                "db_statements",  # through Django's cursor (lean rows too)
+                "db_commits",  # explicit transactions committed (BEGIN + COMMIT each)
+                "db_rollbacks",
+                "db_param_bytes",  # parameters sent with the statements (≈ bytes written)
+                "thread_trips",  # sync_to_async / database_sync_to_async hand-overs
+                "to_thread",  # asyncio.to_thread hand-overs
+                "redis_commands",
+                "redis_writes",  # socket writes to Redis (a pipeline is one)
+                "redis_publishes",
+            ),
+            0,
+        )
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.values[key] = self.values.get(key, 0) + n
+
+
+COUNTERS = Counters()
+
+
+def _count() -> None:
+    """Wrap the few functions every database statement, thread trip and Redis command
+    passes through (bench-only; the product code is untouched)."""
+    import asyncio
+
+    from asgiref.sync import SyncToAsync
+    from django.db.backends import utils
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from redis import connection as sync_redis
+    from redis.asyncio import connection as async_redis
+
+    add = COUNTERS.add
+    execute = utils.CursorWrapper._execute_with_wrappers
+
+    def counted_execute(self, sql, params, many, executor):
+        add("db_statements")
+        if params:
+            rows = params if many else [params]
+            add("db_param_bytes", sum(len(str(v)) for row in rows for v in row))
+        return execute(self, sql, params, many, executor)
+
+    utils.CursorWrapper._execute_with_wrappers = counted_execute
+    commit, rollback = BaseDatabaseWrapper._commit, BaseDatabaseWrapper._rollback
+
+    def counted_commit(self):
+        add("db_commits")
+        return commit(self)
+
+    def counted_rollback(self):
+        add("db_rollbacks")
+        return rollback(self)
+
+    BaseDatabaseWrapper._commit = counted_commit
+    BaseDatabaseWrapper._rollback = counted_rollback
+    trip = SyncToAsync.__call__
+
+    async def counted_trip(self, *args, **kwargs):
+        add("thread_trips")
+        return await trip(self, *args, **kwargs)
+
+    SyncToAsync.__call__ = counted_trip
+    to_thread = asyncio.to_thread
+
+    async def counted_to_thread(func, /, *args, **kwargs):
+        add("to_thread")
+        return await to_thread(func, *args, **kwargs)
+
+    asyncio.to_thread = counted_to_thread
+    for module in (sync_redis, async_redis):
+        cls = module.AbstractConnection
+        pack, pack_many, send = cls.pack_command, cls.pack_commands, cls.send_packed_command
+
+        def counted_pack(self, *args, _pack=pack):
+            add("redis_commands")
+            name = str(args[0]).upper() if args else ""
+            add(f"redis_{name.lower()}")  # per command name: redis_evalsha, redis_publish...
+            if name == "PUBLISH":
+                add("redis_publishes")
+            return _pack(self, *args)
+
+        def counted_pack_many(self, commands, _pack_many=pack_many):
+            commands = list(commands)
+            add("redis_commands", len(commands))
+            add("redis_publishes", sum(1 for c in commands if str(c[0]).upper() == "PUBLISH"))
+            return _pack_many(self, commands)
+
+        if module is async_redis:
+
+            async def counted_send(self, command, check_health=True, _send=send):
+                add("redis_writes")
+                return await _send(self, command, check_health)
+        else:
+
+            def counted_send(self, command, check_health=True, _send=send):
+                add("redis_writes")
+                return _send(self, command, check_health)
+
+        cls.pack_command = counted_pack
+        if module is sync_redis:  # the async pack_commands calls pack_command per command
+            cls.pack_commands = counted_pack_many
+        cls.send_packed_command = counted_send
+
+
 def install() -> None:
     write = _writer()
     if write is None:
         return
+    import signal
+
+    _count()
+
+    def dump(*_: object) -> None:
+        # From a thread of its own: the handler runs on the main thread, which may hold the
+        # writer's lock at this very moment.
+        snapshot = {"ev": "counters", "t": time.time(), **COUNTERS.values}
+        threading.Thread(target=write, args=(snapshot,), daemon=True).start()
+
+    signal.signal(signal.SIGUSR1, dump)
     from chat.realtime import events
     from mcp_bridge import gateway
 

@@ -15,7 +15,17 @@ from typing import Any
 
 from mcp import Client, StdioServerParameters
 
-from .harness import BOARD, PYTHON, BenchAtrium, Seeded, connect, open_view, summary
+from .harness import (
+    BOARD,
+    PYTHON,
+    BenchAtrium,
+    Seeded,
+    connect,
+    database_per_call,
+    open_view,
+    per_call,
+    summary,
+)
 
 TOOL = "refresh"  # board: read-only, app-only, no view of its own
 BATCH = 50
@@ -81,17 +91,28 @@ async def run(
         await direct_batch(BATCH, keep=False)
         cpu_before = server.cpu_seconds()
         threads_before = thread_cpu(server.web.pid)
+        counted_before, db_before = server.counters(), server.database_stats()
+        host_cpu_s = 0.0
         while len(host) < calls:
+            started = server.cpu_seconds()
             await host_batch(min(BATCH, calls - len(host)), keep=True)
+            host_cpu_s += server.cpu_seconds() - started  # the host's batches only
             await direct_batch(min(BATCH, calls - len(direct)), keep=True)
         host_cpu_ms = (server.cpu_seconds() - cpu_before) * 1000 / calls
         threads_after = thread_cpu(server.web.pid)
+        counted = per_call(counted_before, server.counters(), calls)
+        database = database_per_call(db_before, server.database_stats(), calls)
     await sock.close()
     h, d = summary(host), summary(direct)
     return {
         "calls": calls,
         "errors": errors,
         "host_cpu_ms_per_call": host_cpu_ms,
+        # The same, counted only while the host's batches ran (the direct batches leave the
+        # web process idle but for the event tail and timers).
+        "host_cpu_ms_per_call_in_batches": host_cpu_s * 1000 / calls,
+        # What one call does (bench.probe counters; PostgreSQL's side in production).
+        "per_call": {**counted, **database},
         # Threads that ended during the run drop out of "other": a lower bound.
         "host_cpu_ms_per_call_by_thread": {
             key: (threads_after[key] - threads_before[key]) * 1000 / calls for key in threads_after

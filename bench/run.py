@@ -11,6 +11,8 @@ import json
 import os
 import platform
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +27,7 @@ from . import (
     media,
     render,
     roundtrip,
+    throughput,
     upload,
     viewmount,
     worker_events,
@@ -83,8 +86,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     state = str(work / "board.json")
     server = BenchAtrium(var_dir=work / "var", extra_env=extra).setup()
+    spy: subprocess.Popen | None = None
     try:
-        threads = 2 + args.threads + 1
+        threads = 2 + args.threads + args.threads + 1
         seeded = seed(
             server,
             members=max(args.clients, fanout.MEMBERS),
@@ -92,8 +96,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             servers={"board": stdio_server(BOARD, BOARD_STATE_FILE=state)},
         )
         server.start()
+        spy = _py_spy(server, args.py_spy)
         rt_thread, fo_thread = seeded.threads[0], seeded.threads[1]
         cc_threads = seeded.threads[2 : 2 + args.threads]
+        tp_threads = seeded.threads[2 + args.threads : 2 + 2 * args.threads]
         render_thread = seeded.threads[-1]
         if "roundtrip" in args.only:
             _log(f"roundtrip: {args.calls} host + {args.calls} direct calls")
@@ -114,10 +120,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     server, _slice(seeded, cc_threads), clients=args.clients, calls=args.per_client
                 )
             )
+        if "throughput" in args.only:
+            _log(f"throughput: {args.clients} clients, open-loop rate steps to p99 > 100 ms")
+            results["throughput"] = asyncio.run(
+                throughput.run(
+                    server,
+                    _slice(seeded, tp_threads),
+                    clients=args.clients,
+                    start_rate=args.start_rate,
+                    factor=args.rate_factor,
+                    step_s=args.step_seconds,
+                    max_rate=args.max_rate,
+                )
+            )
         if "render" in args.only and not production:
             _log("render: 500 messages, 100 views")
             results["render"] = render.run(server, _slice(seeded, [render_thread]))
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+            spy.wait(timeout=120)
         server.stop()
         server.drop_database()
     if "viewmount" in args.only and not production:
@@ -185,12 +207,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             clients=args.fleet_clients,
             threads=args.fleet_threads,
             per_client=args.per_client,
+            web_processes=args.fleet_web_processes,
         )
     results["machine"]["loadavg_end"] = os.getloadavg()
     results["budgets"] = budgets.rows(results)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+def _py_spy(server: BenchAtrium, out: str | None) -> subprocess.Popen | None:
+    """`py-spy record` of the web process (all threads, idle frames left out) while the
+    first server's benchmarks run; the bench extra installs it (`pip install -e .[bench]`)."""
+    if not out:
+        return None
+    exe = Path(sys.executable).with_name("py-spy")
+    if not exe.exists():
+        raise SystemExit("--py-spy needs py-spy: pip install -c constraints.txt -e '.[bench]'")
+    assert server.web is not None
+    fmt = "speedscope" if out.endswith(".json") else "raw" if out.endswith(".txt") else "flamegraph"
+    _log(f"py-spy recording the web process ({server.web.pid}) into {out}")
+    return subprocess.Popen(
+        [str(exe), "record", "--pid", str(server.web.pid), "--rate", "250", "--nonblocking"]
+        + ["--threads", "--format", fmt, "--output", out],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def write(results: dict[str, Any], profile: str) -> Path:
@@ -211,7 +253,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--clients", type=int, default=200)
     p.add_argument("--threads", type=int, default=10, help="threads the clients spread over")
     p.add_argument("--per-client", type=int, default=5, help="ui calls per client")
+    p.add_argument("--start-rate", type=float, default=40, help="throughput: first calls/s")
+    p.add_argument("--rate-factor", type=float, default=1.2, help="throughput: rate step")
+    p.add_argument("--step-seconds", type=float, default=5, help="throughput: seconds a step")
+    p.add_argument("--max-rate", type=float, default=600, help="throughput: highest calls/s")
     p.add_argument("--fleet-clients", type=int, default=600, help="fleet: clients via nginx")
+    p.add_argument("--fleet-web-processes", type=int, default=3, help="fleet: web processes")
     p.add_argument("--fleet-threads", type=int, default=30, help="fleet: threads they spread over")
     p.add_argument("--megabytes", type=int, default=50)
     p.add_argument("--upload-megabytes", type=int, default=200, help="upload: MiB")
@@ -225,6 +272,7 @@ def parser() -> argparse.ArgumentParser:
             "roundtrip",
             "fanout",
             "concurrency",
+            "throughput",
             "worker_events",
             "media",
             "render",
@@ -233,14 +281,23 @@ def parser() -> argparse.ArgumentParser:
             "fleet",
         ],
     )
+    p.add_argument(
+        "--py-spy",
+        metavar="FILE",
+        help="profile the web process with py-spy (.txt: collapsed stacks, .json: speedscope, "
+        "else an SVG flame graph)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--json-out", metavar="FILE", help="also write the results to FILE")
     return p
 
 
 def main() -> None:
     args = parser().parse_args()
     results = run(args)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=1, default=str) + "\n")
     if not args.no_write:
         path = write(results, args.profile)
         _log(f"wrote {path.relative_to(RESULTS.parent.parent)}")

@@ -36,12 +36,14 @@ async def app_view_call_answer(request: ViewCallRequest) -> dict[str, Any]:
         # Past the caps on pending approvals (audited by the service): asked nothing.
         raise ViewRefused(exc.code, exc.message, RATE_LIMITED, audited=True) from exc
     if call.status not in waiters.FINAL:
+        runner = runtime.running_task(task_key(call.pk))
         payload = await waiters.wait_final(
             call_id=call.pk,
             thread_id=request.admission.thread.pk,
             timeout=VIEW_CALL_WAIT,
             read_final=database_sync_to_async(lambda: _final_payload(call.pk)),
-            runs_here=runtime.is_running(task_key(call.pk)),
+            runs_here=runner is not None,
+            runner=runner,
         )
         if payload is None:
             raise ViewRefused("timeout", "The tool call is still waiting.")

@@ -42,6 +42,12 @@ def running() -> list[str]:
     return [k for k, t in _tasks.items() if not t.done()]
 
 
+def running_task(key: str) -> asyncio.Task[Any] | None:
+    """The task running under ``key``, if it still runs."""
+    task = _tasks.get(key)
+    return task if task is not None and not task.done() else None
+
+
 def is_running(key: str) -> bool:
     task = _tasks.get(key)
     return task is not None and not task.done()

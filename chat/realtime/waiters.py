@@ -145,10 +145,19 @@ async def _watch(
     thread_id: int,
     read_final: Callable[[], Awaitable[dict[str, Any] | None]],
     runs_here: bool,
+    runner: asyncio.Future[Any] | None = None,
 ) -> None:
     """Resolve the call's waiters on this loop from the thread's group (any process), after
     one read of the call's state that covers an end before the group was joined (skipped
-    for a call whose task runs in this process: its end is an event of this process)."""
+    for a call whose task runs in this process: its end is an event of this process).
+
+    ``runner``: the call's task in this process. While it runs, the group is not joined:
+    the call ends here (its final event, or the record of a stop asked through another
+    process, whose stop message cancels this task) — one subscription and one
+    unsubscription to Redis fewer per view call, and no copy of every event of a busy thread
+    for the watcher (bench/README.md, issue 28). Only a task that ends with the call still
+    open (handed to a worker: MCP tasks) leaves its end to another process: then the group is
+    joined and the state read, as for any call."""
     loop = asyncio.get_running_loop()
     layer = get_channel_layer()
     if layer is None or isinstance(layer, InMemoryChannelLayer):
@@ -164,6 +173,11 @@ async def _watch(
             runs_here = False
             await asyncio.sleep(POLL_WITHOUT_EVENTS)
         return
+    if runner is not None and not runner.done():
+        await asyncio.wait([runner])  # never cancels the task, nor raises its error
+        if not _has_waiters(call_id, loop):
+            return  # its final event was this process's (resolved when it committed)
+        runs_here = False  # ended elsewhere meanwhile, or will: read after joining
     group = thread_group(thread_id)
     channel = await layer.new_channel()
     await layer.group_add(group, channel)
@@ -196,12 +210,14 @@ async def wait_final(
     timeout: float,
     read_final: Callable[[], Awaitable[dict[str, Any] | None]],
     runs_here: bool = False,
+    runner: asyncio.Future[Any] | None = None,
 ) -> dict[str, Any] | None:
     """The call's final `toolcall` payload, or None after ``timeout`` seconds.
 
     ``read_final``: reads the call and returns its payload if it is final already (None
     otherwise); called once, after the group is joined. ``runs_here``: the call's task runs
-    in this process (``chat.calls.runtime``), whose events end it; no first read. The waiter is
+    in this process (``chat.calls.runtime``), whose events end it; no first read.
+    ``runner``: that task itself; the group is joined only if it ends first (see ``_watch``). The waiter is
     registered before anything is awaited, so a call that ends in this process meanwhile
     resolves it. Waiters of one call share its watcher (started by the first)."""
     future = wait_for(call_id)
@@ -215,6 +231,7 @@ async def wait_final(
                     thread_id=thread_id,
                     read_final=read_final,
                     runs_here=runs_here,
+                    runner=runner,
                 ),
                 name=f"waiters.watch:{call_id}",
             )

@@ -4,11 +4,22 @@ import os
 
 import dj_database_url
 
-from .env import VAR_DIR, env_str
+from .env import VAR_DIR, env_int, env_str
 
 DATABASE_URL = env_str("DATABASE_URL", "")
 if DATABASE_URL:
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Parameters bound by the server (psycopg's C dumpers instead of quoting every value
+        # into the SQL text in Python), and a statement run 5 times on a connection is
+        # prepared (Django turns psycopg's preparing off unless asked): PostgreSQL then
+        # skips parsing and planning the same dozen statements of every tool call
+        # (bench/README.md, issue 28). Behind a transaction-pooling PgBouncer older than
+        # 1.21 set ATRIUM_PG_PREPARE=0 (prepared statements live in a server session).
+        prepare = env_int("ATRIUM_PG_PREPARE", 5)
+        DATABASES["default"].setdefault("OPTIONS", {}).update(
+            server_side_binding=True, prepare_threshold=prepare if prepare > 0 else None
+        )
 else:
     DATABASES = {
         "default": {

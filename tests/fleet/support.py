@@ -72,7 +72,9 @@ class Fleet:
         env = {
             **server.env,
             "FLEET_PORT": str(server.port),
-            "FLEET_WEB_PORTS": " ".join(str(free_port()) for _ in range(3)),
+            "FLEET_WEB_PORTS": " ".join(
+                str(free_port()) for _ in range(int(extra_env.get("FLEET_WEB_PROCESSES", "3")))
+            ),
             "ATRIUM_BIN": str(Path(sys.executable).parent),
         }
         output = var_dir / "fleet.out"
