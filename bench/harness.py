@@ -129,10 +129,15 @@ class BenchAtrium(LiveAtrium):
             time.sleep(0.02)
         raise TimeoutError("the web process did not report its counters")
 
+    def reset_peak_rss(self) -> None:
+        assert self.web is not None
+        reset_peak_memory(self.web.pid)
+
     def database_stats(self) -> dict[str, Any]:
         """PostgreSQL's side (production only, else {}): the size of the bench database's
-        tables with their indexes and TOAST, the WAL written by the whole cluster (other databases too: an upper bound), and the CPU seconds of the
-        backends serving this database now (a backend that ended is missed: a lower bound)."""
+        tables with their indexes and TOAST, the WAL written by the whole cluster (other
+        databases too: an upper bound), and the CPU seconds of the backends serving this
+        database now (a backend that ended is missed: a lower bound)."""
         return database_stats(self.env.get("DATABASE_URL", ""))
 
 
@@ -185,10 +190,6 @@ def database_per_call(
         / calls,
         "pg_backend_cpu_ms": cpu * 1000 / calls,
     }
-
-    def reset_peak_rss(self) -> None:
-        assert self.web is not None
-        reset_peak_memory(self.web.pid)
 
 
 SEED = r"""

@@ -201,15 +201,23 @@ def process_staged_file(
     store: Callable[..., str],
     staged: StagedFile | None = None,
     text_budget: int = 0,
+    expected_size: int | None = None,
 ) -> ProcessedMedia:
     """Hash, verify, derive and store one staged file. Raises MediaRejected.
 
     ``store(name, *, path=None, data=None, size)`` writes content to the storage under
     ``name`` (or reuses what is there) and returns the name. ``staged``: the file's hash
-    when the caller already has it (a decoded base64 staging file).
+    when the caller already has it (a decoded base64 staging file). ``expected_size``: the
+    size recorded when the file was staged; a file of another size is rejected.
     """
     if staged is None:
         staged = hash_file(path)
+    if expected_size is not None and staged.size != expected_size:
+        # A power loss before the kernel wrote the staged file back (it is not fsynced).
+        raise MediaRejected(
+            f"The file arrived incomplete ({staged.size:,} of {expected_size:,} bytes); "
+            "nothing was stored. Send it again."
+        )
     if staged.size == 0:
         raise MediaRejected("The file is empty.")
     if staged.size > max_bytes:

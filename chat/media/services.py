@@ -231,6 +231,7 @@ def media_asset_persist(*, asset_id: int, final_attempt: bool = False) -> str:
             max_bytes=max_bytes,
             store=storage.store_in_default_storage,
             staged=staged,
+            expected_size=asset.size or None,
             text_budget=(
                 int(settings.ATRIUM_ATTACH_TEXT_BUDGET)
                 if asset.origin in (MediaOrigin.ATTACHMENT, MediaOrigin.APP_UPLOAD)

@@ -84,3 +84,21 @@ def test_staging_keys_cannot_escape_the_staging_root() -> None:
     assert media_storage.staging_file("../../etc/passwd") is None
     assert media_storage.staging_file("") is None
     assert media_storage.staging_file("a" * 32).name == "a" * 32
+
+
+def test_a_staged_file_shorter_than_recorded_is_rejected_not_stored(tmp_path: Path) -> None:
+    """Staged uploads are not fsynced: after a power loss the file may be short, and the
+    worker must refuse it rather than store a truncated copy under a new digest."""
+    staged = tmp_path / "staged"
+    staged.write_bytes(PNG[: len(PNG) // 2])
+    store = RecordingStore()
+    with pytest.raises(MediaRejected, match="arrived incomplete"):
+        media_processing.process_staged_file(
+            staged,
+            kind="binary",
+            declared_mime="application/octet-stream",
+            max_bytes=10**9,
+            store=store,
+            expected_size=len(PNG),
+        )
+    assert store.names == {}
