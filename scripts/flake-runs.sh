@@ -15,7 +15,8 @@ suites=(
   tests/hardening/test_live_limits.py tests/audit_review/test_reports_browser.py
   tests/bindings/test_admin.py tests/chat/test_media_e2e.py tests/chat/test_text_channel.py
   tests/foundation/test_make_run.py tests/conformance tests/chat/test_tool_call_tasks.py
-  tests/chat/test_server_requests.py tests/chat/test_attachments.py
+  tests/chat/test_server_requests.py tests/chat/test_attachments.py tests/chat/test_tool_files.py
+  tests/chat/test_view_files.py tests/chat/test_message_delete.py tests/examples/test_files.py
 )
 for n in $(seq 1 "$runs"); do
   start=$(date +%s)
