@@ -17,6 +17,11 @@ connections and keeps each server's health; the manager runs requests on what it
   its running calls end; ``idle_timeout`` optionally closes unused connections.
 * 2026-era servers announce list changes only on a ``subscriptions/listen`` stream, which the
   owner task keeps open; ``notifications/tools/list_changed`` fires ``on_tools_changed``.
+* A link keeps what its manager was asked to keep of a resource (a UI document's stored
+  version: ``ConnectionManager.keep``) only while the server can tell of a change to it —
+  the listen stream names the URI (2026-era), or ``resources/subscribe`` (2025-era) — and
+  drops it on ``notifications/resources/updated`` for it, ``resources/list_changed`` or a
+  gap in the stream; a new link keeps nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -38,6 +43,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client import advertise
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -132,6 +138,18 @@ class Link:
         self.last_used = time.monotonic()
         self.idle_closed = False
         self.routes = InboundRoutes()  # where the server's own requests go (server_requests)
+        # What this connection read and was asked to keep (UI documents: the gateway's
+        # ``ui_resource``), by ``(owner, uri)``, for as long as the server can tell it of a
+        # change to the uri and has not (``ConnectionManager.kept``; bench/README.md issue 28).
+        self.kept: dict[tuple[Hashable, str], Any] = {}
+        self.heard: set[str] = set()  # URIs whose changes reach this connection now
+        self.changes: dict[str, int] = {}  # per URI: changes heard of
+        self.change_epoch = 0  # any URI may have changed: list_changed, or a gap in hearing
+        self.wanted: set[str] = set()  # 2026-era: the URIs the listen stream should name
+        self.asked: set[str] = set()  # 2026-era: the URIs the open listen stream asked for
+        self.listening = False  # 2026-era: the owner's listen stream is kept open
+        self.relisten: anyio.CancelScope | None = None  # cancelled: listen again, for `wanted`
+        self.hearing_changed = asyncio.Event()  # set (and replaced) when `heard` changes
 
     @property
     def usable(self) -> bool:
@@ -162,6 +180,30 @@ class Link:
     def stderr_tail(self) -> str:
         """The last meaningful line the process wrote to stderr during this link."""
         return self.stderr.tail() if self.stderr is not None else ""
+
+    # ---- kept resources ---------------------------------------------------------------
+
+    def change_mark(self, uri: str) -> tuple[int, int]:
+        """Changes to ``uri`` heard of so far: a keeper compares it before and after reading."""
+        return self.change_epoch, self.changes.get(uri, 0)
+
+    def resource_changed(self, uri: str | None) -> None:
+        """The server said ``uri`` changed (None: any may have): what was kept of it goes."""
+        if uri is None:
+            self.change_epoch += 1
+            self.kept.clear()
+            return
+        self.changes[uri] = self.changes.get(uri, 0) + 1
+        for key in [key for key in self.kept if key[1] == uri]:
+            del self.kept[key]
+
+    def hear(self, uris: set[str]) -> None:
+        """Changes to these URIs (only) reach the connection from now on. Whatever was
+        not heard of in between may have changed: nothing kept is trusted across it."""
+        self.resource_changed(None)
+        self.heard = uris
+        changed, self.hearing_changed = self.hearing_changed, asyncio.Event()
+        changed.set()
 
 
 class ServerState:
@@ -267,6 +309,12 @@ class ConnectionPool:
                 await asyncio.shield(link.finished.wait())
         return link.failure
 
+    def live_link(self, key: str) -> Link | None:
+        """The server's connection, if it is open and usable now (nothing is started)."""
+        server = self._servers.get(key)
+        link = server.link if server is not None else None
+        return link if link is not None and link.usable else None
+
     def health(self, key: str) -> HealthInfo:
         server = self._servers.get(key)
         if server is None:
@@ -349,6 +397,7 @@ class ConnectionPool:
                     link.settled.set()
                     async with anyio.create_task_group() as tg:
                         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                            link.listening = True  # before any request can ask (kept)
                             tg.start_soon(self._listen_for_changes, link, client)
                         await self._hold(link)
                         tg.cancel_scope.cancel()
@@ -478,28 +527,56 @@ class ConnectionPool:
         """2026-era servers announce list changes only on a ``subscriptions/listen`` stream.
 
         The stream's events are also delivered to the message handler, which fires the
-        callback; this task only keeps the subscription open (and reopens it if dropped).
-        """
+        callbacks; this task keeps the subscription open (and reopens it if dropped), and
+        opens it again naming the resources the link is asked to hear of (``wanted``:
+        ``ConnectionManager.keep_mark``). Since issue 28 it also asks for
+        ``resources/list_changed``, which then reaches ``on_notification`` as on 2025-era
+        connections."""
         failures = 0
-        while not link.wake.is_set():
-            try:
-                async with client.listen(tools_list_changed=True) as subscription:
-                    failures = 0
-                    async for _event in subscription:
-                        pass
-            except MCPError as exc:
-                if exc.code in (METHOD_NOT_FOUND, CONNECTION_CLOSED):
+        link.listening = True
+        try:
+            while not link.wake.is_set():
+                uris = set(link.wanted)
+                relisten = False
+                try:
+                    async with client.listen(
+                        tools_list_changed=True,
+                        resources_list_changed=True,
+                        resource_subscriptions=sorted(uris),
+                    ) as subscription:
+                        failures = 0
+                        honored = subscription.honored
+                        link.asked = uris
+                        link.hear(set(honored.resource_subscriptions or ()) & uris)
+                        with anyio.CancelScope() as scope:
+                            link.relisten = scope
+                            if link.wanted - uris:
+                                scope.cancel()  # asked for more while this one opened
+                            async for event in subscription:
+                                _heard_event(link, event)
+                        link.relisten = None
+                        relisten = scope.cancelled_caught
+                except MCPError as exc:
+                    if exc.code in (METHOD_NOT_FOUND, CONNECTION_CLOSED):
+                        return
+                    failures += 1
+                except Exception as exc:  # noqa: BLE001 — a lost stream is retried below
+                    logger.debug("listen stream on %s ended: %r", link.server.spec.label, exc)
+                    failures += 1
+                finally:
+                    link.relisten = None
+                    link.hear(set())  # a gap: nothing heard until the next stream is open
+                if relisten:
+                    continue
+                if failures >= 5:
+                    logger.warning(
+                        "Giving up tools/list_changed subscription on %s", link.server.spec.label
+                    )
                     return
-                failures += 1
-            except Exception as exc:  # noqa: BLE001 — a lost stream is retried below
-                logger.debug("listen stream on %s ended: %r", link.server.spec.label, exc)
-                failures += 1
-            if failures >= 5:
-                logger.warning(
-                    "Giving up tools/list_changed subscription on %s", link.server.spec.label
-                )
-                return
-            await anyio.sleep(min(30.0, 0.5 * 2**failures))
+                await anyio.sleep(min(30.0, 0.5 * 2**failures))
+        finally:
+            link.listening = False
+            link.hear(set())
 
     async def _on_message(self, link: Link, message: Any) -> None:
         server = link.server
@@ -520,7 +597,11 @@ class ConnectionPool:
                 if params is not None
                 else {}
             )
+            _heard_change(link, method, wire)
             self._fire(self.on_notification, server.spec.key, method, wire)
+        elif method in _FORWARDED_NOTIFICATIONS:
+            params = getattr(message, "params", None)
+            _heard_change(link, method, {"uri": str(getattr(params, "uri", "") or "")})
 
     # ---- health --------------------------------------------------------------------
 
@@ -545,6 +626,24 @@ class ConnectionPool:
             task = asyncio.ensure_future(_log_failure(outcome, callback))
             self._callback_tasks.add(task)
             task.add_done_callback(self._callback_tasks.discard)
+
+
+def _heard_event(link: Link, event: Any) -> None:
+    """An event of the 2026-era listen stream (tools/list_changed reaches the message
+    handler as a notification too)."""
+    if isinstance(event, ResourceUpdated):
+        link.resource_changed(event.uri or None)
+    elif isinstance(event, ResourcesListChanged):
+        link.resource_changed(None)
+
+
+def _heard_change(link: Link, method: str | None, params: dict[str, Any]) -> None:
+    """A resource notification drops what the connection kept of what it names."""
+    if method == "notifications/resources/list_changed":
+        link.resource_changed(None)
+    elif method == "notifications/resources/updated":
+        uri = params.get("uri")
+        link.resource_changed(uri if isinstance(uri, str) and uri else None)
 
 
 def _key_family(key: str) -> str | None:

@@ -37,7 +37,8 @@ import os
 import tempfile
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast
 
@@ -82,6 +83,7 @@ from mcp_bridge.server_spec import ServerSpec
 
 __all__ = [
     "ConnectionManager",
+    "KeepMark",
     "ProgressCallback",
     "TaskNotFound",
     "TaskUnsupported",
@@ -95,6 +97,8 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] |
 _MAX_PAGES = 1000
 _WARM_UP_SECONDS = 10.0
 _PROGRESS_DRAIN_SECONDS = 5.0
+_HEAR_SECONDS = 5.0  # how long a first read to keep waits for the listen stream to name it
+_KEPT_PER_CONNECTION = 64  # resources kept per connection (each is one UI document's row)
 
 _T = TypeVar("_T")
 
@@ -263,6 +267,51 @@ class ConnectionManager:
             await client.subscribe_resource(uri)
 
         await self._run(spec, Request("resources/subscribe", uri), op)
+
+    # ---- what a connection keeps (UI documents; bench/README.md issue 28) -------------
+
+    def kept(self, spec: ServerSpec, owner: Hashable, uri: str) -> Any | None:
+        """What ``keep`` stored for ``(owner, uri)`` on ``spec``'s open connection, if the
+        server has told of no change to ``uri`` since (and can: ``keep_mark``); else None.
+        A reconnect keeps nothing; ``notifications/resources/updated`` for the URI,
+        ``resources/list_changed`` and a gap in the listen stream drop it."""
+        link = self._pool.live_link(spec.key)
+        if link is None or uri not in link.heard:
+            return None
+        return link.kept.get((owner, uri))
+
+    async def keep_mark(self, spec: ServerSpec, uri: str) -> KeepMark | None:
+        """Before reading ``uri`` to keep what it gives: the connection is made to hear of
+        changes to it — a 2026-era connection names it in its ``subscriptions/listen``
+        stream; a 2025-era one sends ``resources/subscribe`` if the server declares it —
+        and the changes heard so far are marked. None: the server cannot tell of a change
+        (nothing is kept: the caller reads every time)."""
+
+        async def op(link: Link, client: Client) -> KeepMark | None:
+            if not await _hear(link, client, uri):
+                return None
+            return KeepMark(link, uri, link.change_mark(uri))
+
+        try:
+            return await self._run(spec, Request("resources/subscribe", uri, idempotent=True), op)
+        except BridgeError:
+            return None
+
+    def keep(self, mark: KeepMark, owner: Hashable, value: Any) -> bool:
+        """Keep ``value`` for ``(owner, mark.uri)`` on the connection the mark was taken on,
+        unless that connection has ended or heard of a change to the URI since the mark (a
+        read that raced a change is not kept)."""
+        link = mark.link
+        if (
+            not link.usable
+            or mark.uri not in link.heard
+            or link.change_mark(mark.uri) != mark.changes
+        ):
+            return False
+        if (owner, mark.uri) not in link.kept and len(link.kept) >= _KEPT_PER_CONNECTION:
+            link.kept.pop(next(iter(link.kept)))  # the oldest
+        link.kept[(owner, mark.uri)] = value
+        return True
 
     async def list_prompts(self, spec: ServerSpec) -> list[dict[str, Any]]:
         """All prompts of the server (every page), as wire JSON."""
@@ -616,6 +665,41 @@ class ConnectionManager:
         ):
             tools.extend(_dump(tool) for tool in page.tools)
         return tools
+
+
+@dataclass(frozen=True)
+class KeepMark:
+    """Where and when a read to keep began (``ConnectionManager.keep_mark``)."""
+
+    link: Link
+    uri: str
+    changes: tuple[int, int]
+
+
+async def _hear(link: Link, client: Client, uri: str) -> bool:
+    """Have the connection hear of changes to ``uri``; False if it cannot."""
+    if uri in link.heard:
+        return True
+    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # The owner's listen stream (``ConnectionPool._listen_for_changes``) opens again
+        # naming the URI too; the server's acknowledgment says whether it will tell.
+        link.wanted.add(uri)
+        with anyio.move_on_after(_HEAR_SECONDS):
+            while link.listening and uri not in link.heard:
+                changed = link.hearing_changed
+                if link.relisten is not None:
+                    if uri in link.asked:
+                        return False  # asked for, not honored
+                    link.relisten.cancel()
+                await changed.wait()
+        return uri in link.heard
+    capabilities = client.server_capabilities
+    resources = capabilities.resources if capabilities is not None else None
+    if resources is None or not resources.subscribe:
+        return False  # no `notifications/resources/updated` is promised
+    await client.subscribe_resource(uri)
+    link.heard.add(uri)
+    return True
 
 
 async def _pages(fetch: Callable[[str | None], Awaitable[Any]]) -> AsyncIterator[Any]:

@@ -13,7 +13,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mcp_types
 from channels.db import database_sync_to_async
@@ -296,8 +296,16 @@ def _latest_resource(server: McpServer, uri: str) -> UiResource | None:
     return UiResource.objects.filter(server=server, uri=uri).order_by("-fetched_at").first()
 
 
-async def ui_resource(server: McpServer, uri: str, *, refresh: bool = True) -> UiResource:
-    """The current version of a UI resource: read it from the server (cached by hash)."""
+async def ui_resource(
+    server: McpServer, uri: str, *, refresh: bool = True, reuse: bool = False
+) -> UiResource:
+    """The current version of a UI resource: read it from the server (cached by hash).
+
+    ``reuse``: the version this connection read last, if the server has told of no change
+    to the URI since — a ``notifications/resources/updated`` for it, ``list_changed``, a
+    reconnect or a gap in the listen stream read it again; a server that cannot tell
+    (``ConnectionManager.keep_mark``) is read every time. Without it (and with
+    ``refresh``), always read; what is read is kept for the next ``reuse``."""
     try:
         spec = await _spec(server)
     except AuthorizationRequired:
@@ -309,17 +317,27 @@ async def ui_resource(server: McpServer, uri: str, *, refresh: bool = True) -> U
         cached = await _latest_resource(server, uri)
         if cached is not None:
             return cached
+    connections = manager()
+    owner = ("ui_resource", server.pk)
+    if reuse:
+        kept = connections.kept(spec, owner, uri)
+        if kept is not None:
+            return cast(UiResource, kept)
+    mark = await connections.keep_mark(spec, uri)  # before the read: a change meanwhile counts
     try:
-        read = await manager().read_resource(spec, uri)
+        read = await connections.read_resource(spec, uri)
     except BridgeError as exc:
         cached = await _latest_resource(server, uri)
         if cached is not None:
             return cached  # the last good version beats no view at all
         raise _signed_in_error(spec, server, exc) from None
     listing_meta = await _listing_meta(spec, uri)
-    return await database_sync_to_async(ui_resource_store)(
+    resource = await database_sync_to_async(ui_resource_store)(
         server=server, uri=uri, read_result=read, listing_meta=listing_meta
     )
+    if mark is not None:
+        connections.keep(mark, owner, resource)
+    return resource
 
 
 async def _listing_meta(spec, uri: str) -> dict[str, Any] | None:

@@ -248,7 +248,7 @@ async def tool_call_run(
                 await database_sync_to_async(task_submit)(call_id=call_id)
                 return
             ui_task = (
-                asyncio.ensure_future(gateway.ui_resource(server, tool.resource_uri))
+                asyncio.ensure_future(gateway.ui_resource(server, tool.resource_uri, reuse=True))
                 if tool.resource_uri
                 else None
             )

@@ -125,6 +125,44 @@ async def test_a_view_tool_call_runs_a_small_fixed_set_of_lean_statements(
     ), inserts
 
 
+async def test_a_tool_with_a_view_does_not_read_its_document_again_per_call(
+    personas, board_server, ws_connect, monkeypatch
+):
+    """`list_items` has a view: its document is the one the connection read and kept
+    (gateway.ui_resource(reuse=True), issue 28), so its call runs the statements of a
+    call without a view — no `resources/read` + `resources/list`, no third trip to the
+    database thread to hash and look up the document (16 statements before)."""
+    from django.db import connection
+    from django.db.backends import utils
+
+    from mcp_bridge.connections import ConnectionManager
+
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    for _ in range(3):  # warm: connection, catalogue, the kept document
+        assert (await view.call("list_items"))["ok"]
+    statements: list[str] = []
+    reads: list[str] = []
+    original = utils.CursorWrapper._execute_with_wrappers
+    read_resource = ConnectionManager.read_resource
+
+    def counting(self, sql, params, many, executor):
+        if not threading.current_thread().name.startswith("event-tail"):
+            statements.append(sql)
+        return original(self, sql, params, many, executor)
+
+    async def reading(self, spec, uri):
+        reads.append(uri)
+        return await read_resource(self, spec, uri)
+
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", counting)
+    monkeypatch.setattr(ConnectionManager, "read_resource", reading)
+    reply = await view.call("list_items")
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", original)
+    assert reply["ok"], reply
+    assert reads == []
+    assert len(statements) == (11 if connection.vendor == "postgresql" else 14), statements
+
+
 # ------------------------------------------------------- authority: fresh on every call
 
 
