@@ -16,14 +16,9 @@ from typing import Any
 from .harness import BenchAtrium, Seeded, connect, open_view
 
 
-async def open_clients(
-    server: BenchAtrium, seeded: Seeded, *, clients: int
-) -> tuple[list[tuple[int, Any]], list[str]]:
-    """`clients` sockets spread over the seeded threads, each with its own token for its
-    thread's board view: (thread, socket) pairs and the tokens."""
+async def open_views(server: BenchAtrium, seeded: Seeded) -> dict[int, int]:
+    """One board view per seeded thread (a `/call board.list_items`): thread → its call id."""
     threads = seeded.threads
-    per_thread = clients // len(threads)
-    # One view per thread (a board call); each client opens it with its own token.
     opener = await connect(server, seeded.cookies[0], threads[0])
     views: dict[int, int] = {}
     for thread in threads:
@@ -32,9 +27,28 @@ async def open_clients(
         calls_seen = [f for _, f in sock.events if f.get("kind") == "toolcall"]
         views[thread] = calls_seen[-1]["data"]["id"]
         await sock.close()
+    return views
 
+
+async def open_clients(
+    server: Any,
+    seeded: Seeded,
+    *,
+    clients: int,
+    views: dict[int, int] | None = None,
+    indices: range | list[int] | None = None,
+) -> tuple[list[tuple[int, Any]], list[str]]:
+    """`clients` sockets spread over the seeded threads (client n on thread
+    n // (clients / threads), as user n), each with its own token for its thread's board
+    view: (thread, socket) pairs and the tokens. ``indices``: only those clients (a load
+    generator process holds a share); ``views``: already opened (`open_views`). ``server``:
+    anything with the server's ``port`` and ``app_origin``."""
+    threads = seeded.threads
+    per_thread = clients // len(threads)
+    if views is None:
+        views = await open_views(server, seeded)
     sockets: list[tuple[int, Any]] = []
-    for n in range(clients):
+    for n in range(clients) if indices is None else indices:
         thread = threads[n // per_thread]
         sock = await connect(server, seeded.cookies[n], thread, keep_events=True)
         sockets.append((thread, sock))
@@ -95,7 +109,7 @@ async def run(server: BenchAtrium, seeded: Seeded, *, clients: int, calls: int) 
 
 
 async def check_events(
-    server: BenchAtrium, seeded: Seeded, sockets: list[tuple[int, Any]]
+    server: Any, seeded: Seeded, sockets: list[tuple[int, Any]]
 ) -> dict[str, int]:
     """Every client must end with every event of its thread, with no gaps, and the final
     event of every view call of its thread; the sockets are closed."""

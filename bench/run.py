@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     factor=args.rate_factor,
                     step_s=args.step_seconds,
                     max_rate=args.max_rate,
+                    processes=args.generator_processes,
                 )
             )
         if "render" in args.only and not production:
@@ -254,9 +255,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=10, help="threads the clients spread over")
     p.add_argument("--per-client", type=int, default=5, help="ui calls per client")
     p.add_argument("--start-rate", type=float, default=40, help="throughput: first calls/s")
-    p.add_argument("--rate-factor", type=float, default=1.2, help="throughput: rate step")
+    p.add_argument("--rate-factor", type=float, default=1.1, help="throughput: rate step")
     p.add_argument("--step-seconds", type=float, default=5, help="throughput: seconds a step")
     p.add_argument("--max-rate", type=float, default=600, help="throughput: highest calls/s")
+    p.add_argument("--generator-processes", type=int, default=2, help="throughput: client procs")
     p.add_argument("--fleet-clients", type=int, default=600, help="fleet: clients via nginx")
     p.add_argument("--fleet-web-processes", type=int, default=3, help="fleet: web processes")
     p.add_argument("--fleet-threads", type=int, default=30, help="fleet: threads they spread over")

@@ -129,17 +129,17 @@ def rate_limited_error(verdict: ratelimit.Verdict, what: str) -> ActionError:
 async def take_tokens(ctx: ActionContext, buckets: list[tuple[str, str]]) -> ratelimit.Verdict:
     """Take a token from each (kind, key) bucket; the first refusal is returned (and
     audited, at most once per bucket every few seconds: a flood leaves a trace, not a
-    flood of rows). Allowed: a verdict with ``allowed`` set."""
-    for kind, key in buckets:
-        verdict = await ratelimit.take_async(kind, key)
-        if not verdict.allowed:
-            if verdict.audit:
-                await database_sync_to_async(rate_limit_record)(
-                    user=ctx.user,
-                    workspace_id=ctx.thread.workspace_id,
-                    thread_id=ctx.thread.pk,
-                    bucket=kind,
-                    refused_since_last=verdict.refused_since_audit,
-                )
-            return verdict
+    flood of rows). Allowed: a verdict with ``allowed`` set. All the buckets in one trip to
+    the store (``ratelimit.take_all_async``: in order, up to the first refusal)."""
+    verdict = await ratelimit.take_all_async(buckets)
+    if not verdict.allowed:
+        if verdict.audit:
+            await database_sync_to_async(rate_limit_record)(
+                user=ctx.user,
+                workspace_id=ctx.thread.workspace_id,
+                thread_id=ctx.thread.pk,
+                bucket=verdict.kind,
+                refused_since_last=verdict.refused_since_audit,
+            )
+        return verdict
     return ratelimit.Verdict(True, 0.0)
