@@ -332,7 +332,11 @@ class LiveAtrium:
         # an earlier one's port, and must not read the earlier one's database.
         alias = "live-" + hashlib.sha256(repr(sorted(own.items())).encode()).hexdigest()[:12]
         if alias not in connections.settings:
-            connections.settings[alias] = {**connections.settings[DEFAULT_DB_ALIAS], **own}
+            suite = connections.settings[DEFAULT_DB_ALIAS]
+            if own.get("ENGINE", suite["ENGINE"]) != suite["ENGINE"]:
+                # Another engine takes none of the suite's options (SQLite, PostgreSQL's).
+                own = {**own, "OPTIONS": own.get("OPTIONS") or {}}
+            connections.settings[alias] = {**suite, **own}
 
         def read_and_close() -> T:
             try:

@@ -19,7 +19,11 @@ def _server_with_value(var_dir: Path, port: int, value: str) -> LiveAtrium:
     with sqlite3.connect(var_dir / "atrium.sqlite3") as db:
         db.execute("CREATE TABLE marker (value TEXT)")
         db.execute("INSERT INTO marker VALUES (?)", (value,))
-    return LiveAtrium(var_dir=var_dir, port=port)  # env empty: the embedded profile
+    # Named by URL, as a production-profile server's database is (an empty URL would take
+    # the suite's own engine, PostgreSQL in the production pass, for an SQLite file).
+    server = LiveAtrium(var_dir=var_dir, port=port)
+    server.env = {"DATABASE_URL": f"sqlite:///{var_dir / 'atrium.sqlite3'}"}
+    return server
 
 
 def _marker(alias: str) -> str:
