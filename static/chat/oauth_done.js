@@ -5,3 +5,5 @@ if (typeof BroadcastChannel !== "undefined") {
   channel.postMessage({ type: "connected" });
   channel.close();
 }
+// Said: this tab may now be closed (a tab closed before this line told nobody).
+document.body.dataset.oauthAnnounced = "true";

@@ -135,6 +135,8 @@ def _consent(popup: Any, account_button: str) -> None:
         popup.click("#oauth-continue")
     popup.click(f"button:has-text('{account_button}')")
     expect(popup.locator("[data-oauth-result]")).to_have_attribute("data-oauth-result", "connected")
+    # The result page has told the conversation's tabs (the tests close it next).
+    expect(popup.locator("body")).to_have_attribute("data-oauth-announced", "true")
 
 
 def test_connect_call_refresh_revoke_and_each_member_sees_their_own(

@@ -229,10 +229,11 @@ def test_a_viewers_widget_is_refused(open_page, world):
     row = view_row(vera, "show_files")
     wait_ready(vera, row, timeout=30_000)
     app = app_frame(row)
-    app.locator("#upload").click()
+    # Enter, not a click: the refusal's status line moves the buttons under the pointer.
+    app.locator("#upload").press("Enter")
     expect(app.locator("#out-upload")).to_have_attribute("data-state", "error")
     expect(app.locator("#out-upload")).to_have_attribute("data-code", "viewer_cannot_act")
-    app.locator("#save").click()
+    app.locator("#save").press("Enter")
     expect(app.locator("#out-save")).to_have_attribute("data-code", "viewer_cannot_act")
     expect(vera.locator(".msg-entry", has_text="saved report.csv")).to_have_count(0)
     decided = world.audit(AuditEventType.VIEW_FILE_SAVED, "viewer")
