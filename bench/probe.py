@@ -52,7 +52,6 @@ class Counters:
                 "db_statements",  # through Django's cursor (lean rows too)
                 "db_commits",  # explicit transactions committed (BEGIN + COMMIT each)
                 "db_rollbacks",
-                "db_param_bytes",  # parameters sent with the statements (≈ bytes written)
                 "thread_trips",  # sync_to_async / database_sync_to_async hand-overs
                 "to_thread",  # asyncio.to_thread hand-overs
                 "redis_commands",
@@ -83,11 +82,11 @@ def _count() -> None:
     add = COUNTERS.add
     execute = utils.CursorWrapper._execute_with_wrappers
 
+    # No per-parameter sizes here: `str()` of a JSON parameter serializes it again, which
+    # cost the measured process ~0.3 ms a call; the bytes written are PostgreSQL's own
+    # figures (table growth, WAL) in `bench.harness.database_per_call`.
     def counted_execute(self, sql, params, many, executor):
         add("db_statements")
-        if params:
-            rows = params if many else [params]
-            add("db_param_bytes", sum(len(str(v)) for row in rows for v in row))
         return execute(self, sql, params, many, executor)
 
     utils.CursorWrapper._execute_with_wrappers = counted_execute
@@ -117,6 +116,7 @@ def _count() -> None:
         return await to_thread(func, *args, **kwargs)
 
     asyncio.to_thread = counted_to_thread
+    _time_phases(add)
     for module in (sync_redis, async_redis):
         cls = module.AbstractConnection
         pack, pack_many, send = cls.pack_command, cls.pack_commands, cls.send_packed_command
@@ -150,6 +150,43 @@ def _count() -> None:
         if module is sync_redis:  # the async pack_commands calls pack_command per command
             cls.pack_commands = counted_pack_many
         cls.send_packed_command = counted_send
+
+
+def _time_phases(add) -> None:
+    """Microseconds spent per phase of a call, summed (``phase_us_*``; per call in the
+    benchmarks' ``per_call``): where a UI call's latency goes, not only its CPU."""
+    from chat.actions import app_view_calls, registry
+    from chat.calls import run
+    from mcp_bridge import gateway
+
+    def timed(name, func):
+        async def wrapper(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return await func(*args, **kwargs)
+            finally:
+                add(f"phase_us_{name}", round((time.perf_counter() - started) * 1e6))
+
+        return wrapper
+
+    def thread_cpu(name, func):
+        def wrapper(*args, **kwargs):
+            started = time.thread_time()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                add(f"cpu_us_{name}", round((time.thread_time() - started) * 1e6))
+
+        return wrapper
+
+    # CPU of the database thread in each trip (its wall time less this: waiting on the database).
+    run._admit_and_decide = thread_cpu("decide", run._admit_and_decide)
+    run.tool_call_finish = thread_cpu("finish", run.tool_call_finish)
+    app_view_calls._answer = timed("answer", app_view_calls._answer)  # request → reply sent
+    run._decide_async = timed("decide", run._decide_async)  # admission + decision trip
+    run._finish_success_async = timed("finish", run._finish_success_async)  # result trip
+    gateway.call_tool = timed("tool", gateway.call_tool)  # the MCP server's answer
+    registry.ratelimit.take_all_async = timed("rate", registry.ratelimit.take_all_async)
 
 
 def install() -> None:

@@ -133,8 +133,11 @@ VIEW_FIELDS = (
 def view_for_claims(claims: ViewToken, thread_id: int) -> ToolCall | None:
     """The view (its ToolCall, with its server loaded) a token names, if it is in this
     thread. Two lean statements: it runs before every request a view makes."""
-    rows = select_rows(ToolCall, id=claims.call_id, thread_id=thread_id, only=VIEW_FIELDS)
-    if not rows:
+    # By its key alone, the thread compared here: with `thread_id` in the WHERE, a prepared
+    # statement's generic plan may walk the thread's index and filter every call of the
+    # thread by id (seen on PostgreSQL: 350 rows read for one, growing with the thread).
+    rows = select_rows(ToolCall, id=claims.call_id, only=VIEW_FIELDS)
+    if not rows or rows[0].thread_id != thread_id:
         return None
     view = rows[0]
     servers = select_rows(McpServer, id=view.server_id)

@@ -357,3 +357,34 @@ async def test_a_slower_view_call_is_announced_before_its_final_event(
     for statuses in await _db(statuses_per_call):
         # Either announced (then strictly before the result) or overtaken by the result.
         assert statuses in (["running", "success"], ["success"]), statuses
+
+
+# ------------------------------------------------------------ the view's row, by its key
+
+
+@pytest.mark.django_db
+def test_a_views_row_is_read_by_its_key_and_its_thread_compared_after(personas, monkeypatch):
+    """With `thread_id` in the statement, a prepared statement's generic plan on
+    PostgreSQL walked the thread's index, filtering every call of the thread by id (350
+    rows read for one in the benchmark, more in a busy thread; bench/README.md, issue 28).
+    The row is read by its primary key; a view of another thread is still no view here."""
+    from django.db.backends import utils
+
+    from chat.app_view_bridge import ViewToken, view_for_claims
+    from tests import factories
+
+    view = factories.ToolCallFactory(thread=personas.thread)
+    claims = ViewToken(view.pk, personas.owner.pk, personas.thread.pk, None, view.server_id)
+    statements: list[str] = []
+    original = utils.CursorWrapper._execute_with_wrappers
+
+    def recording(self, sql, params, many, executor):
+        statements.append(sql)
+        return original(self, sql, params, many, executor)
+
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", recording)
+    found = view_for_claims(claims, personas.thread.pk)
+    assert found is not None and found.pk == view.pk and found.server.pk == view.server_id
+    where = statements[0].split(" WHERE ", 1)[1]
+    assert '"thread_id"' not in where, where
+    assert view_for_claims(claims, personas.other_thread.pk) is None

@@ -243,3 +243,32 @@ def test_reseal_moves_server_secrets_and_provider_keys_to_the_newest_key(setting
     settings.ATRIUM_OAUTH_KEYS = [new]  # the old key is gone
     assert McpServer.objects.get(pk=server.pk).env == {"API_TOKEN": ENV_SECRET}
     assert Workspace.objects.get(pk=workspace.pk).provider_api_key == PROVIDER_KEY
+
+
+def test_a_token_is_decrypted_once_per_key_set_and_each_reader_gets_its_own_copy(
+    settings, monkeypatch
+):
+    """A server row is read with every request of its views (issue 28): its sealed env is
+    opened once per token and key set, not once per read; a reader's changes do not reach
+    the next reader, and other keys do not read from what the old keys opened."""
+    from cryptography.fernet import Fernet, MultiFernet
+
+    from mcp_bridge import sealing
+
+    decrypts: list[str] = []
+    original = MultiFernet.decrypt
+
+    def counting(self, token, ttl=None):
+        decrypts.append(token)
+        return original(self, token, ttl)
+
+    monkeypatch.setattr(MultiFernet, "decrypt", counting)
+    token = sealing.seal({"API_KEY": ENV_SECRET})
+    first = sealing.unseal(token)
+    assert first == {"API_KEY": ENV_SECRET}
+    first["API_KEY"] = "changed by a reader"
+    assert sealing.unseal(token) == {"API_KEY": ENV_SECRET}
+    assert len(decrypts) == 1
+    settings.ATRIUM_OAUTH_KEYS = [Fernet.generate_key().decode()]  # SECRET_KEY's key is gone
+    assert sealing.unseal(token) is None
+    assert len(decrypts) == 2
