@@ -38,7 +38,7 @@ from .registry import (
     refusal_record,
     take_tokens,
 )
-from .view_methods import TOOL_CALLS
+from .view_methods import RateBucket
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,12 @@ def admitted_view(ctx: ActionContext, claims: ViewToken | None) -> ToolCall:
     return admitted.view
 
 
-async def view_limit(ctx: ActionContext, buckets: list[tuple[str, str]], what: str) -> None:
-    """Take a token from each rate bucket, or refuse the request (audited)."""
-    verdict = await take_tokens(ctx, buckets)
+async def view_limit(ctx: ActionContext, buckets: list[tuple[RateBucket, str]]) -> None:
+    """Take a token from each ``(bucket, key)``, in order and in one trip to the store, or
+    refuse the request (audited), saying what the refusing bucket limits."""
+    verdict = await take_tokens(ctx, [(bucket.name, key) for bucket, key in buckets])
     if not verdict.allowed:
+        what = {bucket.name: bucket.what for bucket, _ in buckets}[verdict.kind]
         error = rate_limited_error(verdict, what)
         raise ViewRequestError(
             error.code, error.message, RATE_LIMITED, audited=True, details=error.details
@@ -112,7 +114,8 @@ def app_view_tool_call(
     ctx: ActionContext, claims: ViewToken | None, msg: dict[str, Any], kind: ActionKind
 ) -> None:
     """A view's ``tools/call`` (audited as ``kind``): answered from a task keyed by this
-    socket (``chat.calls.app_view.view_call_key``), with the reply to ``msg["rid"]``."""
+    socket (``chat.calls.app_view.view_call_key``), with the reply to ``msg["rid"]``. Its
+    rate buckets are taken (``view.request``: the person's tool calls with the view's)."""
     found = msg.get("params")
     params: dict[str, Any] = found if isinstance(found, dict) else {}
     request = ViewCallRequest(
@@ -127,7 +130,6 @@ def app_view_tool_call(
 
 async def _answer(ctx: ActionContext, request: ViewCallRequest, rid: Any) -> None:
     async def answer() -> Any:
-        await view_limit(ctx, [(TOOL_CALLS.name, str(ctx.user.pk))], TOOL_CALLS.what)
         try:
             return await app_view_call_answer(request)
         except SessionGone:

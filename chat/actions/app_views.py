@@ -65,6 +65,7 @@ from .view_methods import (
     VIEW_FILES,
     VIEW_METHODS,
     VIEW_REQUEST,
+    RateBucket,
     ViewMethod,
     view_method,
 )
@@ -245,8 +246,8 @@ def _kind(method: ViewMethod, params: dict[str, Any]) -> ActionKind:
 
 # A server row's handler (view_methods.VIEW_METHODS), bound where it is defined (`handles`):
 # a request's: async (ctx, view, method, params) → its result; a deferred request's:
-# (ctx, claims, method, msg), answering from its own task; a notification's: on the
-# database thread, (ctx, view, method, params).
+# (ctx, claims, method, msg), answering from its own task (its row's bucket already taken);
+# a notification's: on the database thread, (ctx, view, method, params).
 VIEW_HANDLERS: dict[str, Callable[..., Any]] = {}
 
 
@@ -526,9 +527,7 @@ async def files_choose(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any
     as them, now; the answer (the files' fileIds) is what the host gives the view."""
     claims = read_view_token(msg.get("token"))
     await _limit_view_requests(ctx, claims)
-    await view_limit(
-        ctx, [(VIEW_FILES.name, str(claims.call_id if claims else 0))], "file requests"
-    )
+    await view_limit(ctx, [(VIEW_FILES, str(claims.call_id if claims else 0))])
     return {"files": await database_sync_to_async(_files_choose)(ctx, msg)}
 
 
@@ -654,16 +653,24 @@ def _tools_call(
     app_view_tool_call(ctx, claims, msg, _kind(row, params))
 
 
-async def _limit_view_requests(ctx: ActionContext, claims: ViewToken | None) -> None:
-    """Before any database work: every request of a view, and of a person, is rate limited."""
+async def _limit_view_requests(
+    ctx: ActionContext, claims: ViewToken | None, *also: tuple[RateBucket, str]
+) -> None:
+    """Before any database work: every request of a view, and of a person, is rate limited;
+    ``also``: more buckets, taken after those two in the same trip to the store."""
     await view_limit(
         ctx,
         [
-            (USER_VIEW_REQUEST.name, str(ctx.user.pk)),
-            (VIEW_REQUEST.name, str(claims.call_id if claims else "invalid")),
+            (USER_VIEW_REQUEST, str(ctx.user.pk)),
+            (VIEW_REQUEST, str(claims.call_id if claims else "invalid")),
+            *also,
         ],
-        "requests from this view",
     )
+
+
+def _own_bucket(ctx: ActionContext, bucket: RateBucket, view_id: int) -> tuple[RateBucket, str]:
+    """A method's own bucket and its key: the view's, or its person's across their views."""
+    return bucket, str(view_id if bucket.per == "view" else ctx.user.pk)
 
 
 async def _dispatch(ctx: ActionContext, view: ToolCall, name: str, params: dict[str, Any]):
@@ -675,8 +682,7 @@ async def _dispatch(ctx: ActionContext, view: ToolCall, name: str, params: dict[
             "method_not_found", f"Unknown method '{name[:80]}'.", JSONRPC_METHOD_NOT_FOUND
         )
     if row.bucket is not None:
-        key = view.pk if row.bucket.per == "view" else ctx.user.pk
-        await view_limit(ctx, [(row.bucket.name, str(key))], row.bucket.what)
+        await view_limit(ctx, [_own_bucket(ctx, row.bucket, view.pk)])
     return await handler(ctx, view, row, params)
 
 
@@ -687,13 +693,21 @@ async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
     if not isinstance(name, str):
         raise ViewRequestError("invalid_request", "A view request needs a method.", -32600)
     claims = read_view_token(msg.get("token"))
-    await _limit_view_requests(ctx, claims)
     row = view_method(name, "request")
-    if row is not None and row.deferred and token_is_this_sockets(view_admission(ctx, claims)):
+    if (
+        row is not None
+        and row.deferred
+        and claims is not None
+        and token_is_this_sockets(view_admission(ctx, claims))
+    ):
         # It may wait (an approval, a slow tool): answered from a task, the socket stays
-        # free; its rate bucket is taken in that task.
+        # free. Its own bucket is taken here, after the view's two, in their trip to the
+        # store (a refusal is answered like any other, before the task).
+        own = [_own_bucket(ctx, row.bucket, claims.call_id)] if row.bucket else []
+        await _limit_view_requests(ctx, claims, *own)
         VIEW_HANDLERS[row.name](ctx, claims, row, msg)
         return DEFERRED
+    await _limit_view_requests(ctx, claims)
     # A forged or foreign token is refused here, answered before the socket's next frame.
     view = await database_sync_to_async(admitted_view)(ctx, claims)
     return await _dispatch(ctx, view, name, params)

@@ -95,7 +95,7 @@ VIEW_METHODS: tuple[ViewMethod, ...] = (
         "tools/call",
         ActionKind.APP_TOOL_CALL,
         compat={"legacy": ActionKind.LEGACY_TOOL, "openai": ActionKind.APPS_SDK_CALL_TOOL},
-        bucket=TOOL_CALLS,  # taken in its task (chat/actions/app_view_calls.py)
+        bucket=TOOL_CALLS,  # taken with the view's two, in one trip (app_views.view_request)
         deferred=True,
     ),
     _server_request("resources/read", _RESOURCE_READ),

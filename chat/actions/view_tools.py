@@ -1,8 +1,9 @@
 """The draft-spec view features on the socket (issue 27, docs/view-bridge.md):
 
-- ``sampling/createMessage`` from a view (a deferred row of the view-method table): admitted,
-  rate-limited (``view_sampling``), decided by the binding (``VIEW_SAMPLING``), then the
-  consent card and the model (``chat.view_tools.calls``), answered from a task;
+- ``sampling/createMessage`` from a view (a deferred row of the view-method table):
+  rate-limited (``view_sampling``, taken with the view's own buckets by ``view.request``),
+  admitted, decided by the binding (``VIEW_SAMPLING``), then the consent card and the model
+  (``chat.view_tools.calls``), answered from a task;
 - ``view.tools``: the browser registers the tools an open view provides (its ``tools/list``
   answer), or withdraws them (an empty list); ``view.tools_withdraw``: the view unmounted;
 - ``viewtool.answer``: the view's answer to a host→view call, under its signed ticket.
@@ -53,9 +54,7 @@ def _sampling(
     found = msg.get("params")
     params: dict[str, Any] = found if isinstance(found, dict) else {}
     # Keyed like a view's tools/call: the socket's close cancels it (its card expires).
-    runtime.spawn(
-        view_call_key(ctx.channel_name, rid), _sampling_reply(ctx, claims, row, params, rid)
-    )
+    runtime.spawn(view_call_key(ctx.channel_name, rid), _sampling_reply(ctx, claims, params, rid))
 
 
 def _sampling_decide(
@@ -94,11 +93,9 @@ def _well_formed(params: dict[str, Any]) -> str | None:
 
 
 async def _sampling_reply(
-    ctx: ActionContext, claims: ViewToken | None, row: ViewMethod, params: dict[str, Any], rid: Any
+    ctx: ActionContext, claims: ViewToken | None, params: dict[str, Any], rid: Any
 ) -> None:
     async def answer() -> Any:
-        if claims is not None and row.bucket is not None:
-            await view_limit(ctx, [(row.bucket.name, str(claims.call_id))], row.bucket.what)
         view = await database_sync_to_async(_sampling_decide)(ctx, claims, params)
         problem = _well_formed(params)
         if problem is not None:
@@ -138,11 +135,7 @@ async def register_tools(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, A
     """The tools an open view provides (its ``tools/list`` answer), offered to the model in
     this person's turns while the view stays open in this page."""
     claims = read_view_token(msg.get("token"))
-    await view_limit(
-        ctx,
-        [(VIEW_REQUEST.name, str(claims.call_id if claims else "invalid"))],
-        VIEW_REQUEST.what,
-    )
+    await view_limit(ctx, [(VIEW_REQUEST, str(claims.call_id if claims else "invalid"))])
     protocol = msg.get("protocol") if isinstance(msg.get("protocol"), str) else ""
     kept = await database_sync_to_async(_register)(ctx, claims, msg.get("tools"), protocol)
     if kept:
