@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from django.db import transaction
+from typing_extensions import Unpack
 
 from lean_rows import insert_row
 
@@ -48,43 +49,53 @@ def _bounded_extra(extra: dict[str, Any] | None) -> dict[str, Any]:
     return {"truncated": True, "preview": encoded[:MAX_EXTRA_BYTES]}
 
 
-def record(
-    *,
-    event_type: AuditEventType,
-    decision: Decision | str,
-    actor_kind: str = "system",
-    actor_user_id: int | None = None,
-    actor_label: str = "",
-    workspace_id: int | None = None,
-    thread_id: int | None = None,
-    binding_id: int | None = None,
-    server_id: int | None = None,
-    tool_name: str = "",
-    action: str = "",
-    reason: str = "",
-    arguments: Any = None,
-    latency_ms: float | None = None,
-    extra: dict[str, Any] | None = None,
-) -> AuditEvent:
+class AuditFields(TypedDict, total=False):
+    """What an audit event says (``record``, ``audit_row``); the two first are required."""
+
+    event_type: Required[AuditEventType]
+    decision: Required[Decision | str]
+    actor_kind: str  # "system" unless said
+    actor_user_id: int | None
+    actor_label: str
+    workspace_id: int | None
+    thread_id: int | None
+    binding_id: int | None
+    server_id: int | None
+    tool_name: str
+    action: str
+    reason: str
+    arguments: Any  # stored as its digest only
+    latency_ms: float | None
+    extra: dict[str, Any] | None
+
+
+def audit_row(**fields: Unpack[AuditFields]) -> AuditEvent:
+    """The audit event ``record`` appends, built but not written: for a change that writes
+    it together with its own rows in one statement (``lean_rows.write_together``), still
+    inside that change."""
+    arguments = fields.get("arguments")
+    return AuditEvent(
+        event_type=int(fields["event_type"]),
+        decision=str(fields["decision"]),
+        actor_kind=fields.get("actor_kind", "system"),
+        actor_user_id=fields.get("actor_user_id"),
+        actor_label=_text(fields.get("actor_label", ""), 200),
+        workspace_id=fields.get("workspace_id"),
+        thread_id=fields.get("thread_id"),
+        binding_id=fields.get("binding_id"),
+        server_id=fields.get("server_id"),
+        tool_name=_text(fields.get("tool_name", ""), 200),
+        action=_text(fields.get("action", ""), 40),
+        reason=_text(fields.get("reason", ""), 200),
+        argument_digest=digest_arguments(arguments) if arguments is not None else "",
+        latency_ms=fields.get("latency_ms"),
+        extra=_bounded_extra(fields.get("extra")),
+    )
+
+
+def record(**fields: Unpack[AuditFields]) -> AuditEvent:
     """Append one audit event. Must run inside the transaction of the change it records."""
     # No savepoint: one INSERT needs none, and inside the caller's transaction (the usual
     # case) it would add two statements to every audited action.
     with transaction.atomic(savepoint=False):
-        event = AuditEvent(
-            event_type=int(event_type),
-            decision=str(decision),
-            actor_kind=actor_kind,
-            actor_user_id=actor_user_id,
-            actor_label=_text(actor_label, 200),
-            workspace_id=workspace_id,
-            thread_id=thread_id,
-            binding_id=binding_id,
-            server_id=server_id,
-            tool_name=_text(tool_name, 200),
-            action=_text(action, 40),
-            reason=_text(reason, 200),
-            argument_digest=digest_arguments(arguments) if arguments is not None else "",
-            latency_ms=latency_ms,
-            extra=_bounded_extra(extra),
-        )
-        return insert_row(event)
+        return insert_row(audit_row(**fields))

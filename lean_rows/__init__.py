@@ -284,3 +284,232 @@ def update_row(
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
         return cursor.rowcount
+
+
+# ------------------------------------------------------------------- writes in one statement
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The UPDATE a ``write_together`` starts with: these fields of a stored instance, only
+    while its row matches ``only_if`` (as ``update_row``). Nothing else is written unless it
+    changed the row."""
+
+    instance: Model
+    fields: tuple[str, ...]
+    only_if: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Numbered:
+    """An inserted instance's ``field`` takes the next value of a counter column of another
+    row (``model`` row ``pk``, column ``column``), incremented by the same write: the
+    UPDATE takes that row's lock, so its numbers are handed out and committed in order."""
+
+    instance: Model
+    field: str
+    model: type[Model]
+    pk: Any
+    column: str
+
+
+def write_together(
+    *, inserts: Iterable[Model], guard: Guard | None = None, numbered: Numbered | None = None
+) -> bool:
+    """The guard's UPDATE (if any), then every INSERT in order, the numbered one taking its
+    counter's next value — all or nothing. Returns False, having written nothing, when the
+    guard changed no row. Primary keys (and the numbered field) are set as ``insert_row``
+    sets them.
+
+    PostgreSQL: one statement (data-modifying ``WITH``: one round trip and, outside a
+    transaction, one commit — bench/README.md, issue 28); elsewhere the same statements one
+    after the other in a transaction."""
+    rows = list(inserts)
+    if numbered is not None and not any(row is numbered.instance for row in rows):
+        raise ValueError("the numbered instance must be one of the inserts")
+    model = type(guard.instance) if guard is not None else type(rows[0])
+    alias = router.db_for_write(model)
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return _write_one_by_one(rows, guard, numbered, connection)
+    sql, params = _together_statement(rows, guard, numbered, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    if guard is not None and not found[-1]:
+        return False  # the guard changed nothing, so nothing was written
+    if numbered is not None:
+        value = found[len(rows)]
+        if value is None:
+            raise _missing(numbered)(f"{numbered.model.__name__} {numbered.pk} does not exist")
+        setattr(numbered.instance, numbered.field, value)
+    for row, pk in zip(rows, found, strict=False):
+        _returned(row, [pk], connection, alias)
+    return True
+
+
+def _write_one_by_one(
+    rows: list[Model],
+    guard: Guard | None,
+    numbered: Numbered | None,
+    connection: BaseDatabaseWrapper,
+) -> bool:
+    from django.db import transaction
+
+    with transaction.atomic(using=connection.alias, savepoint=False):
+        if guard is not None and not update_row(
+            guard.instance, guard.fields, only_if=guard.only_if
+        ):
+            return False  # the guard comes first: nothing was written
+        for row in rows:
+            if numbered is not None and row is numbered.instance:
+                setattr(row, numbered.field, _next_count(numbered, connection))
+            insert_row(row)
+    return True
+
+
+def _missing(numbered: Numbered) -> type[Exception]:
+    """The counter row's model's ``DoesNotExist`` (a counter of no row numbers nothing)."""
+    missing: type[Exception] = getattr(numbered.model, "DoesNotExist")  # noqa: B009
+    return missing
+
+
+def _next_count(numbered: Numbered, connection: BaseDatabaseWrapper) -> int:
+    qn = connection.ops.quote_name
+    column = qn(numbered.column)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {qn(numbered.model._meta.db_table)} SET {column} = {column} + 1"
+            f" WHERE {qn(_column(numbered.model._meta.pk))} = %s RETURNING {column}",
+            [numbered.pk],
+        )
+        found = cursor.fetchone()
+    if found is None:
+        raise _missing(numbered)(f"{numbered.model.__name__} {numbered.pk} does not exist")
+    return int(found[0])
+
+
+def _returned(
+    instance: Model, values: list[Any], connection: BaseDatabaseWrapper, alias: str
+) -> None:
+    """Set an inserted instance's returned columns (its primary key), as ``insert_row`` does."""
+    for field, value in zip(instance._meta.db_returning_fields, values, strict=False):
+        for converter in field.get_db_converters(connection):
+            value = converter(value, field, connection)
+        setattr(instance, field.attname, value)
+    instance._state.adding = False
+    instance._state.db = alias
+
+
+_TOGETHER: dict[tuple[Any, ...], str] = {}
+
+
+def _cast_type(field: Field[Any, Any], connection: BaseDatabaseWrapper) -> str:
+    """The column's type for an explicit cast of its parameter (``INSERT … SELECT`` infers no
+    types from the target), without a length: a too-long value is refused on assignment,
+    as a plain INSERT refuses it, not cut by the cast."""
+    db_type = field.rel_db_type(connection) if field.is_relation else field.db_type(connection)
+    if db_type is None:
+        raise TypeError(f"{field} has no database type")
+    return db_type.split("(", 1)[0]
+
+
+def _insert_fields(model: type[Model]) -> list[Field[Any, Any]]:
+    meta = model._meta
+    return [f for f in meta.local_concrete_fields if f is not meta.auto_field]
+
+
+def _together_statement(
+    rows: list[Model],
+    guard: Guard | None,
+    numbered: Numbered | None,
+    connection: BaseDatabaseWrapper,
+) -> tuple[str, list[Any]]:
+    """The statement (built once per shape) and its parameters, in placeholder order: the
+    guard's SET values, key and conditions, the counter row's key, each insert's values."""
+    only_if = (guard.only_if or {}) if guard is not None else {}
+    numbered_at = next(
+        (k for k, row in enumerate(rows) if numbered is not None and row is numbered.instance),
+        None,
+    )
+    params: list[Any] = []
+    if guard is not None:
+        targets = [_field(type(guard.instance), name) for name in guard.fields]
+        params += [
+            f.get_db_prep_save(f.pre_save(guard.instance, False), connection) for f in targets
+        ]
+        params.append(guard.instance.pk)
+        if only_if:
+            params += _conditions(type(guard.instance), only_if, connection)[1]
+    if numbered is not None:
+        params.append(numbered.pk)
+    for k, row in enumerate(rows):
+        for f in _insert_fields(type(row)):
+            if k == numbered_at and numbered is not None and f.name == numbered.field:
+                continue  # the counter's value, in the statement
+            params.append(f.get_db_prep_save(f.pre_save(row, True), connection))
+    key = (
+        connection.alias,
+        (type(guard.instance), guard.fields, tuple((n, _shape(v)) for n, v in only_if.items()))
+        if guard is not None
+        else None,
+        tuple(type(row) for row in rows),
+        (numbered_at, numbered.field, numbered.model, numbered.column) if numbered else None,
+    )
+    sql = _TOGETHER.get(key)
+    if sql is None:
+        sql = _TOGETHER[key] = _together_sql(rows, guard, numbered, numbered_at, connection)
+    return sql, params
+
+
+def _together_sql(
+    rows: list[Model],
+    guard: Guard | None,
+    numbered: Numbered | None,
+    numbered_at: int | None,
+    connection: BaseDatabaseWrapper,
+) -> str:
+    qn = connection.ops.quote_name
+    parts: list[str] = []
+    if guard is not None:
+        model = type(guard.instance)
+        meta = model._meta
+        sets = ", ".join(f"{qn(_column(_field(model, name)))} = %s" for name in guard.fields)
+        condition = ""
+        if guard.only_if:
+            condition = " AND " + _conditions(model, guard.only_if, connection)[0]
+        parts.append(
+            f"u AS (UPDATE {qn(meta.db_table)} SET {sets}"
+            f" WHERE {qn(_column(meta.pk))} = %s{condition} RETURNING 1)"
+        )
+    if numbered is not None:
+        column = qn(numbered.column)
+        only_when_guarded = " AND EXISTS (SELECT 1 FROM u)" if guard is not None else ""
+        parts.append(
+            f"c AS (UPDATE {qn(numbered.model._meta.db_table)} SET {column} = {column} + 1"
+            f" WHERE {qn(_column(numbered.model._meta.pk))} = %s{only_when_guarded}"
+            f" RETURNING {column})"
+        )
+    selects: list[str] = []
+    for k, row in enumerate(rows):
+        meta = row._meta
+        fields = _insert_fields(type(row))
+        counted = k == numbered_at and numbered is not None
+        values = [
+            f"c.{qn(numbered.column)}"
+            if counted and numbered is not None and f.name == numbered.field
+            else f"CAST(%s AS {_cast_type(f, connection)})"
+            for f in fields
+        ]
+        source = " FROM c" if counted else (" FROM u" if guard is not None else "")
+        pk = qn(_column(meta.pk))
+        parts.append(
+            f"i{k} AS (INSERT INTO {qn(meta.db_table)} ({', '.join(qn(_column(f)) for f in fields)})"
+            f" SELECT {', '.join(values)}{source} RETURNING {pk})"
+        )
+        selects.append(f"(SELECT {pk} FROM i{k})")
+    if numbered is not None:
+        selects.append(f"(SELECT {qn(numbered.column)} FROM c)")
+    if guard is not None:
+        selects.append("(SELECT count(*) FROM u)")
+    return "WITH " + ", ".join(parts) + " SELECT " + ", ".join(selects)

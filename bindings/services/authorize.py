@@ -10,7 +10,9 @@
 - ``ViewOpening`` → ``view_open_authorize``: a member opening a call's view.
 
 Each builds frozen snapshots, asks the pure policy engine (``bindings.policy_engine.decide``)
-and writes the decision's audit row. Callers act only on ``decision.allowed``.
+and writes the decision's audit row — or, for a tool call whose caller writes it with its
+own rows in one statement (``write_audit=False``), hands it over unwritten
+(``Authorization.audit``). Callers act only on ``decision.allowed``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from audit.writer import record
+from audit.models import AuditEvent
+from audit.writer import audit_row, record
 from bindings import policy, policy_engine
 from bindings.models import Allowance, AppBinding
 from bindings.selectors import (
@@ -40,9 +43,15 @@ from mcp_bridge.models import McpServer, Tool
 class Authorization:
     decision: policy.PolicyDecision
     binding: AppBinding | None
-    audit_id: int
+    # The decision's audit row: written, or (``write_audit=False``) for the caller to write
+    # in the same transaction or statement as the change it decided.
+    audit: AuditEvent
     # A tool call's catalogue row, as it was decided with (None: not in the catalogue).
     tool: Tool | None = None
+
+    @property
+    def audit_id(self) -> int | None:
+        return self.audit.pk
 
     @property
     def allowed(self) -> bool:
@@ -121,12 +130,14 @@ class ViewOpening:
 
 
 def tool_call_authorize(
-    request: ToolCallAuthorization, *, skip_unknown_tool: bool = False
+    request: ToolCallAuthorization, *, skip_unknown_tool: bool = False, write_audit: bool = True
 ) -> Authorization | None:
     """Decide a tool call and audit the decision. Its binding, policy row, catalogue row
     and allowance are read fresh here, in lean statements (``call_authority``).
     ``skip_unknown_tool``: a tool the catalogue does not know returns None, decided and
-    written nothing (the caller refreshes the catalogue and asks again)."""
+    written nothing (the caller refreshes the catalogue and asks again). ``write_audit``
+    False: the audit row is returned unwritten (``Authorization.audit``); the caller must
+    write it with the change it records, whatever the decision."""
     asker = request.requester
     per_member = signs_in_members(request.server)
     found = call_authority(
@@ -156,6 +167,7 @@ def tool_call_authorize(
         view=request.view,
         server_enabled=request.server.enabled if request.server_read_now else None,
         per_member_grants=per_member,
+        write_audit=write_audit,
     )
     auth.tool = found.tool
     return auth
@@ -253,6 +265,7 @@ def _decide(
     server_enabled: bool | None = None,
     per_member_grants: bool | None = None,
     extra: dict[str, Any] | None = None,
+    write_audit: bool = True,
 ) -> Authorization:
     """The policy engine's decision on what the request's function read, and its audit
     row. ``server_enabled`` (with ``per_member_grants``): the server's flags when the
@@ -296,7 +309,7 @@ def _decide(
         allowance=allowance_snap(allowance),
     )
     used = allowance if decision.reason_code is policy.Reason.ALLOWANCE else None
-    event = record(
+    event = (record if write_audit else audit_row)(
         event_type=decision.audit_event_type,
         decision=decision.audit_decision,
         actor_kind=actor_kind,
@@ -321,4 +334,4 @@ def _decide(
             **(extra or {}),
         },
     )
-    return Authorization(decision=decision, binding=binding, audit_id=event.pk)
+    return Authorization(decision=decision, binding=binding, audit=event)

@@ -44,7 +44,7 @@ from chat.models import ToolCall, ToolCallStatus
 from chat.selectors import tool_calls_queryset
 from chat.services.refusals import request_record_refused
 from chat.services.turn_lease import check_fence
-from lean_rows import insert_row
+from lean_rows import insert_row, write_together
 from mcp_bridge.errors import InvalidArguments
 from mcp_bridge.models import Tool, UiResource
 from mcp_bridge.schema import SchemaRefused, validate_arguments, validates_inline
@@ -153,6 +153,20 @@ def call_decide(
 def _decide_atomic(
     *, request: CallRequest, refresh_missing: bool, quiet_start: bool
 ) -> Decided | BindingError | None:
+    authorized: Authorization | None = None
+    if quiet_start and request.streamed_call_id is None:
+        # A view's call: decided first; allowed, it writes only its audit row and its call
+        # row (no event yet), together — on PostgreSQL one statement, no transaction.
+        check_fence()
+        authorized = _authorize(request, refresh_missing, write_audit=False)
+        if authorized is None:
+            return None  # not in the catalogue: nothing decided, nothing written
+        if authorized.decision.allowed:
+            call = _call_row(request, authorized, ToolCallStatus.RUNNING, None)
+            write_together(inserts=[authorized.audit, call])
+            return Decided(
+                call, str(authorized.decision.outcome), authorized.tool, KnownApproval(None)
+            )
     with transaction.atomic():
         check_fence()  # a model turn that lost its lease starts no call (chat.turn_lease)
         streamed = _streamed_row(request)
@@ -160,21 +174,14 @@ def _decide_atomic(
             # Cancelled while its arguments streamed: it stays cancelled, nothing runs.
             ended = tool_calls_queryset().get(pk=request.streamed_call_id)
             return Decided(ended, "cancelled", None)
-        auth = tool_call_authorize(
-            ToolCallAuthorization(
-                requester=Requester(request.origin, request.user, request.role, request.thread),
-                action_kind=request.action_kind or ACTION_FOR_ORIGIN[request.origin],
-                server=request.server,
-                tool_name=request.tool_name,
-                arguments=request.arguments,
-                view=request.parent_view,
-                # A view's server row is read fresh with each of its requests.
-                server_read_now=request.origin == "app_view",
-            ),
-            skip_unknown_tool=refresh_missing,
-        )
-        if auth is None:
-            return None  # not in the catalogue: nothing decided, nothing written
+        if authorized is not None:
+            insert_row(authorized.audit)  # decided above: its audit row, first, as ever
+            auth = authorized
+        else:
+            found = _authorize(request, refresh_missing, write_audit=True)
+            if found is None:
+                return None  # not in the catalogue: nothing decided, nothing written
+            auth = found
         tool = auth.tool
         decision = auth.decision
         invalid = _arguments_refusal(request, tool) if decision.needs_approval else None
@@ -194,24 +201,7 @@ def _decide_atomic(
             status = ToolCallStatus.AWAITING_APPROVAL
         else:
             status = ToolCallStatus.REJECTED
-        call = ToolCall(
-            thread=request.thread,
-            message=request.message,
-            server=request.server,
-            binding=auth.binding,
-            tool_name=request.tool_name,
-            arguments=request.arguments,
-            status=status,
-            origin=request.origin,
-            requested_by=request.user,
-            parent_view=request.parent_view,
-            provider_call_id=request.provider_call_id[:200],
-            started_at=timezone.now() if decision.allowed else None,
-            error=None
-            if status != ToolCallStatus.REJECTED
-            else {"code": str(decision.reason_code), "message": decision.message},
-            ui_resource=_start_resource(request, tool, streamed),
-        )
+        call = _call_row(request, auth, status, streamed)
         if streamed is not None:
             # The same row (and view) the members already see, now decided.
             call.pk = streamed.pk
@@ -239,6 +229,50 @@ def _decide_atomic(
         if not (quiet_start and decision.allowed):
             call_emit(call, approval=known)
     return Decided(call, str(decision.outcome), tool, known)
+
+
+def _authorize(
+    request: CallRequest, refresh_missing: bool, *, write_audit: bool
+) -> Authorization | None:
+    return tool_call_authorize(
+        ToolCallAuthorization(
+            requester=Requester(request.origin, request.user, request.role, request.thread),
+            action_kind=request.action_kind or ACTION_FOR_ORIGIN[request.origin],
+            server=request.server,
+            tool_name=request.tool_name,
+            arguments=request.arguments,
+            view=request.parent_view,
+            # A view's server row is read fresh with each of its requests.
+            server_read_now=request.origin == "app_view",
+        ),
+        skip_unknown_tool=refresh_missing,
+        write_audit=write_audit,
+    )
+
+
+def _call_row(
+    request: CallRequest, auth: Authorization, status: str, streamed: ToolCall | None
+) -> ToolCall:
+    """The call as decided (not yet written)."""
+    decision = auth.decision
+    return ToolCall(
+        thread=request.thread,
+        message=request.message,
+        server=request.server,
+        binding=auth.binding,
+        tool_name=request.tool_name,
+        arguments=request.arguments,
+        status=status,
+        origin=request.origin,
+        requested_by=request.user,
+        parent_view=request.parent_view,
+        provider_call_id=request.provider_call_id[:200],
+        started_at=timezone.now() if decision.allowed else None,
+        error=None
+        if status != ToolCallStatus.REJECTED
+        else {"code": str(decision.reason_code), "message": decision.message},
+        ui_resource=_start_resource(request, auth.tool, streamed),
+    )
 
 
 def _arguments_refusal(request: CallRequest, tool: Tool | None) -> InvalidArguments | None:

@@ -3,6 +3,8 @@ transaction, broadcast on commit (``chat.realtime.events.emit``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from chat.calls.requests import KnownApproval
 from chat.models import ToolCall
 from chat.presenters import serialize_tool_call
@@ -24,9 +26,11 @@ def call_emit(
     """
     if reread:
         call = tool_calls_queryset().get(pk=call.pk)
-    payload = (
-        serialize_tool_call(call)
-        if approval is None
-        else serialize_tool_call(call, approval=approval.approval)
-    )
-    emit(thread_id=call.thread_id, kind="toolcall", payload=payload)
+    emit(thread_id=call.thread_id, kind="toolcall", payload=call_payload(call, approval=approval))
+
+
+def call_payload(call: ToolCall, *, approval: KnownApproval | None = None) -> dict[str, Any]:
+    """The call as every member sees it, built from the row in memory (see ``call_emit``)."""
+    if approval is None:
+        return serialize_tool_call(call)
+    return serialize_tool_call(call, approval=approval.approval)

@@ -16,8 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.types import AuditEventType, Decision
-from audit.writer import record
-from chat.calls.emit import call_emit
+from audit.writer import audit_row, record
+from chat.calls.emit import call_emit, call_payload
 from chat.calls.requests import FINAL_STATUSES, KnownApproval
 from chat.calls.runners import orphaned_running_calls
 from chat.media.models import MediaAsset
@@ -25,8 +25,9 @@ from chat.media.staging import limit_server_staging, normalize_result, staged_pa
 from chat.media.tasks import persist_tool_media
 from chat.media.tool_files import result_file_links_open
 from chat.models import ToolCall, ToolCallStatus
+from chat.realtime.events import announce, numbering, thread_event
 from chat.selectors import tool_calls_queryset
-from lean_rows import update_row
+from lean_rows import Guard, update_row, write_together
 from mcp_bridge.models import Tool, UiResource
 from mcp_bridge.normalize import NormalizedResult, build_sanitized_tool_result
 from mcp_bridge.services.ui_resources import ui_resource_store_document
@@ -104,44 +105,39 @@ def tool_call_finish(
         normalized, tool_name=call.tool_name, tool_call_id=str(call.pk), server=call.server.slug
     )
     result_file_links_open(call=call, sanitized=sanitized)  # links to Atrium files: no token
+    _set_outcome(call, sanitized, normalized, latency_ms)
+    if (
+        fresh
+        and not staged_parts(sanitized["parts"])
+        and (
+            app_resource is not None or call.ui_resource_id is not None or not _has_view(normalized)
+        )
+    ):
+        # Nothing but the row, its audit and its event to write: one write, all or nothing
+        # (on PostgreSQL one statement outside a transaction: one round trip, issue 28).
+        call.ui_resource = app_resource or call.ui_resource
+        audit = audit_row(**_result_audit(call, normalized, latency_ms, assets=[]))
+        event = thread_event(
+            thread_id=call.thread_id, kind="toolcall", payload=call_payload(call, approval=approval)
+        )
+        # Only a running call finishes: a cancellation recorded first (by a member, from
+        # any process) stands, and the late result is dropped.
+        running = Guard(call, tuple(FINISH_FIELDS), only_if={"status": "running"})
+        if write_together(guard=running, inserts=[audit, event], numbered=numbering(event)):
+            announce(event)
+        return call
     with transaction.atomic():
         limit_server_staging(server_id=call.server_id, result=sanitized)
         assets = _create_assets(call, sanitized["parts"])
-        call.result = sanitized
-        call.status = ToolCallStatus.ERROR if normalized.is_error else ToolCallStatus.SUCCESS
-        if normalized.is_error:
-            call.error = {
-                "code": "tool_returned_error",
-                "message": "The tool reported an error (see its result).",
-            }
-        call.finished_at = timezone.now()
-        call.latency_ms = latency_ms
         call.ui_resource = (
             app_resource
             or (call.ui_resource if call.ui_resource_id is not None else None)
             or _view_resource_for(call, normalized, tool)
         )
-        # Only a running call finishes: a cancellation recorded first (by a member, from
-        # any process) stands, and the late result is dropped.
         if not update_row(call, FINISH_FIELDS, only_if={"status": "running"}):
             transaction.set_rollback(True)  # nor its media
             return call
-        record(
-            event_type=AuditEventType.TOOL_CALL_COMPLETED
-            if not normalized.is_error
-            else AuditEventType.TOOL_CALL_FAILED,
-            decision=Decision.ALLOWED if not normalized.is_error else Decision.FAILED,
-            **_call_audit_scope(call),
-            action="tool_result",
-            reason="is_error" if normalized.is_error else "ok",
-            arguments=call.arguments,
-            latency_ms=latency_ms,
-            extra={
-                "tool_call_id": call.pk,
-                "parts": len(sanitized["parts"]),
-                "media": [a.pk for a in assets],
-            },
-        )
+        record(**_result_audit(call, normalized, latency_ms, assets=assets))
         if fresh:
             call_emit(call, approval=approval)
         else:
@@ -149,6 +145,48 @@ def tool_call_finish(
         for asset in assets:
             transaction.on_commit(functools.partial(_enqueue_persist, asset.pk))
     return call
+
+
+def _set_outcome(
+    call: ToolCall, sanitized: dict[str, Any], normalized: NormalizedResult, latency_ms: float
+) -> None:
+    call.result = sanitized
+    call.status = ToolCallStatus.ERROR if normalized.is_error else ToolCallStatus.SUCCESS
+    if normalized.is_error:
+        call.error = {
+            "code": "tool_returned_error",
+            "message": "The tool reported an error (see its result).",
+        }
+    call.finished_at = timezone.now()
+    call.latency_ms = latency_ms
+
+
+def _has_view(normalized: NormalizedResult) -> bool:
+    """The result embeds a UI part (legacy forms): its document is stored with the result."""
+    return any(part.get("type") == "ui" for part in normalized.parts)
+
+
+def _result_audit(
+    call: ToolCall, normalized: NormalizedResult, latency_ms: float, *, assets: list[MediaAsset]
+) -> dict[str, Any]:
+    """The audit fields (``audit.writer.record``) of a call's result."""
+    result = call.result if isinstance(call.result, dict) else {}
+    return {
+        "event_type": AuditEventType.TOOL_CALL_COMPLETED
+        if not normalized.is_error
+        else AuditEventType.TOOL_CALL_FAILED,
+        "decision": Decision.ALLOWED if not normalized.is_error else Decision.FAILED,
+        **_call_audit_scope(call),
+        "action": "tool_result",
+        "reason": "is_error" if normalized.is_error else "ok",
+        "arguments": call.arguments,
+        "latency_ms": latency_ms,
+        "extra": {
+            "tool_call_id": call.pk,
+            "parts": len(result.get("parts") or []),
+            "media": [a.pk for a in assets],
+        },
+    }
 
 
 def _create_assets(call: ToolCall, parts: list[dict[str, Any]]) -> list[MediaAsset]:

@@ -15,10 +15,9 @@ from typing import Any
 from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import transaction
 
-from lean_rows import insert_row
+from lean_rows import Numbered, write_together
 
 from ..models import Thread, ThreadEvent
 from . import waiters
@@ -34,25 +33,30 @@ def event_dict(event: ThreadEvent) -> dict[str, Any]:
 def emit(*, thread_id: int, kind: str, payload: dict[str, Any]) -> ThreadEvent:
     """Give the event the thread's next sequence number, store it, broadcast on commit.
 
-    The UPDATE takes the thread row's lock, so sequence numbers of one thread are handed
-    out (and committed) in order even with many writers.
+    The number's UPDATE takes the thread row's lock, so sequence numbers of one thread are
+    handed out (and committed) in order even with many writers. On PostgreSQL the number
+    and the INSERT are one statement (``lean_rows.write_together``).
     """
-    # savepoint=False: inside a caller's transaction (the usual case) a savepoint would
-    # cost two more statements per event, and nothing catches errors from in here.
-    with transaction.atomic(savepoint=False):
-        event = ThreadEvent(
-            thread_id=thread_id, kind=kind, payload=payload, origin=process_origin()
-        )
-        if connection.vendor == "postgresql":
-            _insert_numbered(event)
-        else:
-            event.seq = _next_seq(thread_id)
-            # A lean INSERT: the statement is built once, not compiled per event (the id is
-            # never needed by the broadcast, but is set on the returned row as usual).
-            insert_row(event)
-        message = {"type": "thread.event", "event": event_dict(event)}
-        transaction.on_commit(lambda: broadcast(thread_id, message))
+    event = thread_event(thread_id=thread_id, kind=kind, payload=payload)
+    write_together(inserts=[event], numbered=numbering(event))
+    announce(event)
     return event
+
+
+def thread_event(*, thread_id: int, kind: str, payload: dict[str, Any]) -> ThreadEvent:
+    """An event to store (``numbering`` gives it its number as it is written)."""
+    return ThreadEvent(thread_id=thread_id, kind=kind, payload=payload, origin=process_origin())
+
+
+def numbering(event: ThreadEvent) -> Numbered:
+    """The event's ``seq``: its thread's next number, taken in the statement that stores it."""
+    return Numbered(event, "seq", Thread, event.thread_id, "last_seq")
+
+
+def announce(event: ThreadEvent) -> None:
+    """Broadcast a stored event once its transaction commits (at once outside one)."""
+    message = {"type": "thread.event", "event": event_dict(event)}
+    transaction.on_commit(lambda: broadcast(event.thread_id, message))
 
 
 _origin: tuple[int, str] = (0, "")
@@ -73,55 +77,6 @@ def layer_is_process_local() -> bool:
     (other processes' events reach them through chat.realtime.event_tail)."""
     backend = settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "")
     return backend == "channels.layers.InMemoryChannelLayer"
-
-
-def _next_seq(thread_id: int) -> int:
-    """Increment and read the thread's sequence number (one statement where supported)."""
-    if connection.vendor in ("postgresql", "sqlite"):
-        table = connection.ops.quote_name(Thread._meta.db_table)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq",
-                [thread_id],
-            )
-            row = cursor.fetchone()
-        if row is None:
-            raise Thread.DoesNotExist(f"thread {thread_id} does not exist")
-        return int(row[0])
-    Thread.objects.filter(pk=thread_id).update(last_seq=F("last_seq") + 1)
-    return Thread.objects.filter(pk=thread_id).values_list("last_seq", flat=True).get()
-
-
-_NUMBERED_FIELDS = ("kind", "payload", "created_at", "origin")
-_numbered_sql = ""
-
-
-def _insert_numbered(event: ThreadEvent) -> None:
-    """PostgreSQL: the thread's next sequence number and the event's INSERT in one statement
-    (one round trip fewer per event, bench/README.md issue 28): the same UPDATE … RETURNING
-    (it takes the thread row's lock) in a data-modifying WITH, its number the new row's."""
-    global _numbered_sql
-    meta = ThreadEvent._meta
-    fields = [f for f in meta.local_concrete_fields if f.name in _NUMBERED_FIELDS]
-    if not _numbered_sql:
-        qn = connection.ops.quote_name
-        _numbered_sql = (
-            f"WITH s AS (UPDATE {qn(Thread._meta.db_table)} SET last_seq = last_seq + 1"
-            " WHERE id = %s RETURNING last_seq) "
-            f"INSERT INTO {qn(meta.db_table)} (thread_id, seq, "
-            + ", ".join(qn(str(f.column)) for f in fields)
-            + ") VALUES (%s, (SELECT last_seq FROM s), "
-            + ", ".join(["%s"] * len(fields))
-            + ") RETURNING id, seq"
-        )
-    params = [event.thread_id, event.thread_id]
-    params += [f.get_db_prep_save(f.pre_save(event, True), connection) for f in fields]
-    with connection.cursor() as cursor:
-        # No such thread: the number is NULL and the INSERT fails (IntegrityError).
-        cursor.execute(_numbered_sql, params)
-        event.pk, event.seq = cursor.fetchone()
-    event._state.adding = False
-    event._state.db = connection.alias
 
 
 def wire_message(event: dict[str, Any]) -> dict[str, Any]:
