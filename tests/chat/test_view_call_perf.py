@@ -128,7 +128,7 @@ async def test_a_view_tool_call_runs_a_small_fixed_set_of_lean_statements(
     if connection.vendor == "postgresql":
         # The decision commits before the tool runs; each write is one statement.
         assert [s for s in statements if s.startswith("WITH ")] == statements[-2:]
-        assert "UPDATE \"chat_toolcall\"" in statements[-1]
+        assert 'UPDATE "chat_toolcall"' in statements[-1]
 
 
 async def test_a_tool_with_a_view_does_not_read_its_document_again_per_call(
