@@ -63,15 +63,18 @@ def read_new_events(marks: dict[int, int], *, origin: str, batch: int = BATCH) -
         mark = marks[thread_id]
         if last_seq <= mark:
             continue
+        # Only the other processes' events are read: in a busy thread this process stores
+        # most of them, and loading their payloads (tool results) to skip them cost about
+        # as much CPU as storing them (bench/README.md, issue 28). Up to `last_seq`, read
+        # above: an event is committed with its number, so nothing below it is missed.
         rows = list(
-            ThreadEvent.objects.filter(thread_id=thread_id, seq__gt=mark).order_by("seq")[:batch]
+            ThreadEvent.objects.filter(thread_id=thread_id, seq__gt=mark, seq__lte=last_seq)
+            .exclude(origin=origin)
+            .order_by("seq")[:batch]
         )
-        if not rows:
-            continue
-        found.marks[thread_id] = rows[-1].seq
-        foreign = [event_dict(row) for row in rows if row.origin != origin]
-        if foreign:
-            found.events[thread_id] = foreign
+        found.marks[thread_id] = rows[-1].seq if len(rows) == batch else last_seq
+        if rows:
+            found.events[thread_id] = [event_dict(row) for row in rows]
     return found
 
 

@@ -92,3 +92,27 @@ async def test_an_event_another_process_stored_reaches_a_connected_socket(person
 async def test_the_loopback_relay_is_gone(personas):
     client = AsyncClient()
     assert (await client.post("/media/relay/", {"token": "x"})).status_code == 404
+
+
+def test_a_poll_loads_only_other_processes_events(personas, monkeypatch):
+    """In a busy thread this process stores most events: a poll reads the others' rows
+    only (their payloads are tool results), and its mark still moves past its own."""
+    thread = personas.thread
+    start = Thread.objects.get(pk=thread.pk).last_seq
+    foreign = store_elsewhere(thread.pk, {"id": 1})
+    with transaction.atomic():
+        for n in range(5):
+            own = emit(thread_id=thread.pk, kind="message", payload={"mine": n})
+    loaded: list[int] = []
+    from_db = ThreadEvent.from_db
+
+    def counting(db, field_names, values):
+        row = from_db(db, field_names, values)
+        loaded.append(row.seq)
+        return row
+
+    monkeypatch.setattr(ThreadEvent, "from_db", counting)
+    found = event_tail.read_new_events({thread.pk: start}, origin=process_origin())
+    assert loaded == [foreign]
+    assert found.marks == {thread.pk: own.seq}
+    assert [e["seq"] for e in found.events[thread.pk]] == [foreign]
