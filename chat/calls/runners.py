@@ -46,7 +46,6 @@ _claim = database_sync_to_async(tool_call_claim_runner)
 
 
 async def _keep_claiming(call_id: int) -> None:
-    await asyncio.sleep(CLAIM_AFTER)
     while True:
         try:
             if not await _claim(call_id=call_id):
@@ -58,12 +57,24 @@ async def _keep_claiming(call_id: int) -> None:
 
 @contextlib.asynccontextmanager
 async def claimed_while_running(call_id: int) -> AsyncIterator[None]:
-    """Around a call's execution: this process renews its claim on the call."""
-    claiming = asyncio.ensure_future(_keep_claiming(call_id))
+    """Around a call's execution: this process renews its claim on the call.
+
+    A timer until the first claim, not a task: nearly every call ends before it, and then
+    costs no task to start and no cancellation to deliver (issue 28)."""
+    loop = asyncio.get_running_loop()
+    claiming: asyncio.Task[None] | None = None
+
+    def start() -> None:
+        nonlocal claiming
+        claiming = loop.create_task(_keep_claiming(call_id))
+
+    timer = loop.call_later(CLAIM_AFTER, start)
     try:
         yield
     finally:
-        claiming.cancel()
+        timer.cancel()
+        if claiming is not None:
+            claiming.cancel()
 
 
 def orphaned_running_calls(*, now: datetime | None = None) -> QuerySet[ToolCall]:

@@ -5,6 +5,7 @@ Sync and DB-only; the network side lives in :mod:`mcp_bridge.gateway`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -60,28 +61,59 @@ def _resolve(value: str) -> str:
 def spec_for(server: McpServer) -> ServerSpec:
     """The connection spec of a server row; ``ServerConfigError`` if the row is unusable
     (a row edited in the admin can hold what ``server_add`` would refuse)."""
-    env = {k: _resolve(str(v)) for k, v in (server.env or {}).items()}
-    headers = {k: _resolve(str(v)) for k, v in (server.headers or {}).items()}
+    env = tuple((k, _resolve(str(v))) for k, v in (server.env or {}).items())
+    headers = tuple((k, _resolve(str(v))) for k, v in (server.headers or {}).items())
     try:
-        return _create_spec(server, env, headers)
+        return _cached_spec(
+            server.slug,
+            server.name,
+            server.transport,
+            server.command or None,
+            tuple(str(a) for a in (server.args or [])),
+            env,
+            server.cwd or None,
+            server.url or None,
+            headers,
+            float(server.call_timeout),
+            float(server.connect_timeout),
+            server.log_level or None,
+        )
     except ValueError as exc:
         raise ServerConfigError(f"Server '{server.slug}' is misconfigured: {exc}.") from exc
 
 
-def _create_spec(server: McpServer, env: dict[str, str], headers: dict[str, str]) -> ServerSpec:
+# A tool call asks for its server's spec more than once (issue 28): building one hashes
+# the whole config (``ServerSpec.create``). Keyed by every value the spec is made of —
+# `${NAME}` references resolved — so a changed row or variable is simply another entry;
+# specs are immutable, so one may be shared. A refused config raises and is not kept.
+@functools.lru_cache(maxsize=256)
+def _cached_spec(
+    slug: str,
+    name: str,
+    transport: str,
+    command: str | None,
+    args: tuple[str, ...],
+    env: tuple[tuple[str, str], ...],
+    cwd: str | None,
+    url: str | None,
+    headers: tuple[tuple[str, str], ...],
+    call_timeout: float,
+    connect_timeout: float,
+    log_level: str | None,
+) -> ServerSpec:
     return ServerSpec.create(
-        server.slug,
-        name=server.name,
-        transport=server.transport,
-        command=server.command or None,
-        args=tuple(str(a) for a in (server.args or [])),
-        env=env,
-        cwd=server.cwd or None,
-        url=server.url or None,
-        headers=headers,
-        call_timeout=float(server.call_timeout),
-        connect_timeout=float(server.connect_timeout),
-        **({"log_level": server.log_level} if server.log_level else {}),  # issue 25: logging
+        slug,
+        name=name,
+        transport=transport,
+        command=command,
+        args=args,
+        env=dict(env),
+        cwd=cwd,
+        url=url,
+        headers=dict(headers),
+        call_timeout=call_timeout,
+        connect_timeout=connect_timeout,
+        **({"log_level": log_level} if log_level else {}),  # issue 25: logging
     )
 
 
