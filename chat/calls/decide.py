@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -251,10 +252,18 @@ def _authorize(
 
 
 def _call_row(
-    request: CallRequest, auth: Authorization, status: str, streamed: ToolCall | None
+    request: CallRequest,
+    auth: Authorization,
+    status: str,
+    streamed: ToolCall | None,
+    *,
+    error: dict[str, Any] | None = None,
 ) -> ToolCall:
-    """The call as decided (not yet written)."""
+    """The call as decided (not yet written); ``error``: why it was refused, when not the
+    decision's own reason."""
     decision = auth.decision
+    if error is None and status == ToolCallStatus.REJECTED:
+        error = {"code": str(decision.reason_code), "message": decision.message}
     return ToolCall(
         thread=request.thread,
         message=request.message,
@@ -268,9 +277,7 @@ def _call_row(
         parent_view=request.parent_view,
         provider_call_id=request.provider_call_id[:200],
         started_at=timezone.now() if decision.allowed else None,
-        error=None
-        if status != ToolCallStatus.REJECTED
-        else {"code": str(decision.reason_code), "message": decision.message},
+        error=error,
         ui_resource=_start_resource(request, auth.tool, streamed),
     )
 
@@ -318,20 +325,12 @@ def _refused_before_approval(
         arguments=request.arguments,
         extra={"problems": invalid.problems, "view": getattr(request.parent_view, "pk", None)},
     )
-    call = ToolCall(
-        thread=request.thread,
-        message=request.message,
-        server=request.server,
-        binding=auth.binding,
-        tool_name=request.tool_name,
-        arguments=request.arguments,
-        status=ToolCallStatus.REJECTED,
-        origin=request.origin,
-        requested_by=request.user,
-        parent_view=request.parent_view,
-        provider_call_id=request.provider_call_id[:200],
+    call = _call_row(
+        request,
+        auth,
+        ToolCallStatus.REJECTED,
+        streamed,
         error={"code": invalid.code, "message": invalid.user_message},
-        ui_resource=_start_resource(request, auth.tool, streamed),
     )
     if streamed is not None:
         call.pk = streamed.pk
