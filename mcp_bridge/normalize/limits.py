@@ -90,6 +90,10 @@ def human_size(size: object) -> str | None:
     return f"{rounded.removesuffix('.0')} {unit}"
 
 
+# json.dumps(str) is this C function behind a Python call and an encoder's dispatch: a
+# structured result has dozens of strings, counted on every call (issue 28).
+_escaped = json.encoder.encode_basestring_ascii
+
 # What one value of an unknown type counts for (``json_safe`` stores it as ``null``).
 _OTHER_SIZE = 4
 
@@ -108,12 +112,14 @@ def serialized_size(value: Any, limit: int) -> int:
         if isinstance(item, str):
             if size + len(item) + 2 > limit:
                 return size + len(item) + 2
-            size += len(json.dumps(item))
+            size += len(_escaped(item))
         elif item is None or isinstance(item, bool):
             size += 4 if item is not False else 5
         elif isinstance(item, int | float):
             try:
-                size += len(json.dumps(item))
+                # As json.dumps writes them: int's own repr (an IntEnum too), and a float's
+                # with its NaN / Infinity spellings.
+                size += len(int.__repr__(item) if isinstance(item, int) else json.dumps(item))
             except ValueError:  # an int beyond str()'s digit limit, or similar
                 size += _OTHER_SIZE
         elif isinstance(item, Mapping):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from http import HTTPStatus
 
 import pytest
 from channels.db import database_sync_to_async
@@ -33,6 +34,8 @@ MIB = 1024 * 1024
         {"a": [1, 2.5, None, True, False, 'é"x\n\u2028', {"k": {}}], "b": []},
         {"nested": [[[[]]]], "unicode": "日本語 ✓", "n": -12345678901234567890},
         {"1": 2, "x": "\\"},
+        # Counted without json.dumps per value (issue 28): its spellings must still match.
+        [float("nan"), float("inf"), -float("inf"), 1e300, HTTPStatus.OK, "\ud800\x00"],
     ],
 )
 def test_serialized_size_is_the_compact_json_length(value):
