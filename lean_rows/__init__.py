@@ -215,7 +215,7 @@ def _insert_statement(model: type[Model], alias: str) -> tuple[str, list[Any], l
     if found is None:
         connection = connections[alias]
         meta = model._meta
-        fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field]
+        fields = _insert_fields(model)
         qn = connection.ops.quote_name
         sql = "INSERT INTO {} ({}) VALUES ({})".format(
             qn(meta.db_table),
@@ -249,12 +249,7 @@ def insert_row(instance: _M) -> _M:
         else:
             meta = model._meta
             values = [connection.ops.last_insert_id(cursor, meta.db_table, _column(meta.pk))]
-    for field, value in zip(returning, values, strict=False):
-        for converter in field.get_db_converters(connection):
-            value = converter(value, field, connection)
-        setattr(instance, field.attname, value)
-    instance._state.adding = False
-    instance._state.db = alias
+    _returned(instance, list(values), connection, alias)
     return instance
 
 
