@@ -16,8 +16,10 @@ from django.conf import settings
 from django.db import connection
 from playwright.sync_api import sync_playwright
 
-from tests import factories, live, waiting
+from tests import factories, live, waiting, worker_redis
 from tests.live import CHROMIUM, CHROMIUM_ARGS
+
+worker_redis.use_own_redis()  # production profile, parallel workers: see the module
 
 # Live-server tests fork otherwise, and a forked child hangs after earlier async tests.
 multiprocessing.set_start_method("spawn", force=True)
@@ -231,17 +233,22 @@ def chromium_module(nodeid: str) -> bool:
 
 
 def worker_group(nodeid: str) -> str:
-    """The pytest-xdist unit a test runs in (``PYTEST_PARALLEL="-n 2"``): the tests without
-    Chromium in one worker, the Chromium tests (the npm compatibility suite included) in
-    the other. Two units for two workers, so each worker takes one whole: a Chromium test
-    must never precede an async test in one process (see ``browser``).
+    """The pytest-xdist unit a test runs in (``PYTEST_PARALLEL="-n 2"``).
 
-    Under the production profile the Chromium tests are skipped, but for one, and nothing
-    runs beside the rest: their live servers share the machine's numbered Redis databases
-    (tests/live.py counts them per process). One unit, one worker."""
-    if os.environ.get("ATRIUM_PROFILE") == "production":
-        return "production"
-    return "chromium" if chromium_module(nodeid) else "processes"
+    Embedded profile: the tests without Chromium in one worker, the Chromium tests (the npm
+    compatibility suite included) in the other. Two units for two workers, so each worker
+    takes one whole: a Chromium test must never precede an async test in one process (see
+    ``browser``).
+
+    Production profile: the Chromium tests are skipped (they run once, in the embedded
+    pass) but for one, so the rest is shared out module by module, each worker with a
+    Redis of its own (tests/worker_redis.py). The Chromium modules are one unit, last in
+    the queue (``pytest_collection_modifyitems``), so whichever worker takes it has run
+    its async tests already."""
+    chromium = chromium_module(nodeid)
+    if os.environ.get("ATRIUM_PROFILE") == "production" and not chromium:
+        return nodeid.split("::", 1)[0]
+    return "chromium" if chromium else "processes"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -249,12 +256,18 @@ def pytest_xdist_make_scheduler(config, log):
     """Units by ``worker_group``, decided from the test's id in the controller process.
     (Not xdist's ``xdist_group`` mark: pytest-xdist 3.6–3.8 writes the group into
     ``item._nodeid``, which pytest 9 no longer reads, so the mark groups nothing:
-    pytest-xdist issue 1386.)"""
+    pytest-xdist issue 1386.) The Chromium unit is handed out last: xdist queues units
+    largest first."""
     from xdist.scheduler import LoadScopeScheduling
 
     class WorkerGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return worker_group(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if "chromium" in self.workqueue:
+                self.workqueue.move_to_end("chromium")
+            super()._assign_work_unit(node)
 
     return WorkerGroups(config, log)
 
