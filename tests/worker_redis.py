@@ -12,6 +12,7 @@ theirs by process id (tests/live.py).
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -44,7 +45,14 @@ def use_own_redis() -> None:
 
     workdir = Path(tempfile.mkdtemp(prefix=f"atrium-redis-{os.environ['PYTEST_XDIST_WORKER']}-"))
     redis = PrivateRedis(workdir).start()
-    atexit.register(redis.stop)
+
+    def stop() -> None:
+        # At exit a channel layer's receive task may still run in a leftover loop thread; with
+        # its Redis gone it would log the closed connection as an error, into a closed stream.
+        logging.getLogger("channels_redis.pubsub").disabled = True
+        redis.stop()
+
+    atexit.register(stop)
     address = f"127.0.0.1:{redis.port}"
     for name in ("REDIS_URL", "CELERY_BROKER_URL"):
         if os.environ.get(name, "").startswith("redis://"):
