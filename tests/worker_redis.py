@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -51,6 +52,7 @@ def use_own_redis() -> None:
         # its Redis gone it would log the closed connection as an error, into a closed stream.
         logging.getLogger("channels_redis.pubsub").disabled = True
         redis.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
     atexit.register(stop)
     address = f"127.0.0.1:{redis.port}"
