@@ -8,7 +8,7 @@ from typing import Any, overload
 
 from django.db.models import Q
 
-from lean_rows import OrNull, select_rows
+from lean_rows import OrNull, Part, Same, select_rows, select_together
 from mcp_bridge.models import AuthMode, McpServer, Tool
 
 from . import policy, policy_engine
@@ -65,14 +65,19 @@ def applicable_bindings(rows: Iterable[AppBinding]) -> dict[int, AppBinding]:
     return chosen
 
 
-def binding_for(*, thread: Any, server_id: int) -> AppBinding | None:
-    """The binding of a server that applies to a thread (one lean statement, read fresh)."""
-    rows = select_rows(
+def _binding_read(*, thread: Any, server_id: int) -> Part:
+    """A server's bindings for a thread: its own and its workspace's."""
+    return Part(
         AppBinding,
         server_id=server_id,
         workspace_id=thread.workspace_id,
         thread_id=OrNull(thread.pk),
     )
+
+
+def binding_for(*, thread: Any, server_id: int) -> AppBinding | None:
+    """The binding of a server that applies to a thread (one lean statement, read fresh)."""
+    (rows,) = select_together(_binding_read(thread=thread, server_id=server_id))
     return applicable_bindings(rows).get(server_id)
 
 
@@ -263,18 +268,24 @@ def call_authority(
     member whose own sign-in the call spends (``policy.grant_owner``), whose allowance only
     can cover it.
 
-    Deliberately not cached: three or four lean statements (~0.05 ms each, see
-    ``lean_rows.select_rows``) cost less than checking a cache's freshness would, and a
+    Deliberately not cached: one lean statement (two when an allowance is read; see
+    ``lean_rows.select_together``) costs less than checking a cache's freshness would, and a
     binding disabled, a policy changed, an allowance revoked or a tool removed — by any
     process, through the admin, a service or a plain ``QuerySet.update()`` — decides the
     very next call.
     """
-    binding = binding_for(thread=thread, server_id=server_id)
+    # One statement: the thread's and the workspace's binding, each one's policy for the
+    # tool, and the catalogue row (`lean_rows.select_together`).
+    bindings, rules, tools = select_together(
+        _binding_read(thread=thread, server_id=server_id),
+        Part(ToolPolicy, binding_id=Same(AppBinding, "id"), tool_name=tool_name),
+        Part(Tool, server_id=server_id, name=tool_name, present=True),
+    )
+    binding = applicable_bindings(bindings).get(server_id)
     rule = None
     if binding is not None and tool_name:
-        rules = select_rows(ToolPolicy, binding_id=binding.pk, tool_name=tool_name)
-        rule = policy_snap_of(rules[0]) if rules else None
-    tools = select_rows(Tool, server_id=server_id, name=tool_name, present=True)
+        own = [row for row in rules if row.binding_id == binding.pk]
+        rule = policy_snap_of(own[0]) if own else None
     tool = tools[0] if tools else None
     allowance = None
     if (

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core import signing
 
 from bindings.models import AppBinding
-from lean_rows import select_rows
+from lean_rows import Part, Same, select_together
 from mcp_bridge.csp import (
     binding_allowed,
     build_csp,
@@ -130,21 +130,32 @@ VIEW_FIELDS = (
 )
 
 
-def view_for_claims(claims: ViewToken, thread_id: int) -> ToolCall | None:
-    """The view (its ToolCall, with its server loaded) a token names, if it is in this
-    thread. Two lean statements: it runs before every request a view makes."""
-    # By its key alone, the thread compared here: with `thread_id` in the WHERE, a prepared
-    # statement's generic plan may walk the thread's index and filter every call of the
-    # thread by id (seen on PostgreSQL: 350 rows read for one, growing with the thread).
-    rows = select_rows(ToolCall, id=claims.call_id, only=VIEW_FIELDS)
-    if not rows or rows[0].thread_id != thread_id:
+def view_reads(claims: ViewToken) -> tuple[Part, Part]:
+    """The lean reads of ``view_for_claims`` (the view's row, its server), to run with
+    others in one statement (``lean_rows.select_together``); ``view_of`` finishes them."""
+    # By its key alone, the thread compared in `view_of`: with `thread_id` in the WHERE, a
+    # prepared statement's generic plan may walk the thread's index and filter every call of
+    # the thread by id (seen on PostgreSQL: 350 rows read for one, growing with the thread).
+    return (
+        Part(ToolCall, id=claims.call_id, only=VIEW_FIELDS),
+        Part(McpServer, id=Same(ToolCall, "server_id")),
+    )
+
+
+def view_of(views: list[ToolCall], servers: list[McpServer], thread_id: int) -> ToolCall | None:
+    """The view ``view_reads`` found, with its server loaded, if it is in this thread."""
+    if not views or views[0].thread_id != thread_id or not servers:
         return None
-    view = rows[0]
-    servers = select_rows(McpServer, id=view.server_id)
-    if not servers:
-        return None
+    view = views[0]
     view.server = servers[0]
     return view
+
+
+def view_for_claims(claims: ViewToken, thread_id: int) -> ToolCall | None:
+    """The view (its ToolCall, with its server loaded) a token names, if it is in this
+    thread. One lean statement: it runs before every request a view makes."""
+    views, servers = select_together(*view_reads(claims))
+    return view_of(views, servers, thread_id)
 
 
 def _declared_csp(resource: UiResource) -> dict[str, list[str]] | None:

@@ -13,7 +13,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from bindings.models import Allowance
-from lean_rows import Above, RowExists, select_rows
+from lean_rows import Above, Part, RowExists, select_together
 
 from .models import Membership, Message, Thread, ToolCall, Workspace
 from .presenters import serialize_allowance, serialize_message, serialize_tool_call
@@ -53,22 +53,33 @@ class SessionPin:
 _DB_SESSIONS = "django.contrib.sessions.backends.db"
 
 
-def membership_for_session(*, membership_id: int, pin: SessionPin) -> Membership | None:
-    """The membership row, only while the user is active with the same password and the
-    session still exists. One lean statement (lean_rows): sockets re-read it before every
-    action."""
+def membership_read(*, membership_id: int, pin: SessionPin) -> Part:
+    """The lean read of ``membership_for_session``, to run with others in one statement
+    (``lean_rows.select_together``); ``membership_of`` finishes it."""
     checks = [RowExists(get_user_model(), id=pin.user_id, is_active=True, password=pin.password)]
-    db_sessions = settings.SESSION_ENGINE == _DB_SESSIONS
-    if db_sessions:
+    if settings.SESSION_ENGINE == _DB_SESSIONS:
         checks.append(
             RowExists(Session, session_key=pin.session_key or "", expire_date=Above(timezone.now()))
         )
-    rows = select_rows(Membership, *checks, id=membership_id)
-    if rows and not db_sessions:
+    return Part(Membership, *checks, id=membership_id)
+
+
+def membership_of(rows: list[Membership], pin: SessionPin) -> Membership | None:
+    """The membership ``membership_read`` found, if the session still exists (a session
+    store other than the database is asked here)."""
+    if rows and settings.SESSION_ENGINE != _DB_SESSIONS:
         store = import_module(settings.SESSION_ENGINE).SessionStore
         if not (pin.session_key and store().exists(pin.session_key)):
             return None
     return rows[0] if rows else None
+
+
+def membership_for_session(*, membership_id: int, pin: SessionPin) -> Membership | None:
+    """The membership row, only while the user is active with the same password and the
+    session still exists. One lean statement (lean_rows): sockets re-read it before every
+    action."""
+    (rows,) = select_together(membership_read(membership_id=membership_id, pin=pin))
+    return membership_of(rows, pin)
 
 
 def workspaces_for(*, user: Any) -> list[Workspace]:

@@ -42,6 +42,16 @@ class Above:
     value: Any
 
 
+@dataclass(frozen=True)
+class Same:
+    """A condition value in ``select_together``: the field equals column ``name`` of an
+    earlier part's ``model`` (the view's server: ``McpServer`` ``id=Same(ToolCall,
+    "server_id")``)."""
+
+    model: type[Model]
+    name: str
+
+
 class RowExists:
     """A condition on another table: a row of ``model`` matches ``where`` (``EXISTS``)."""
 
@@ -67,14 +77,20 @@ def _column(field: Field[Any, Any]) -> str:
     return field.column
 
 
-def _shape(value: Any) -> str:
+def _shape(value: Any) -> Any:
     if value is None:
         return "null"
     if isinstance(value, OrNull):
         return "or_null"
     if isinstance(value, Above):
         return "above"
+    if isinstance(value, Same):
+        return ("same", value.model, value.name)
     return "equal"
+
+
+def _is_parameter(value: Any) -> bool:
+    return value is not None and not isinstance(value, Same)
 
 
 # (model, alias, condition shapes) -> (SQL, the field of each parameter), built once.
@@ -83,8 +99,8 @@ _CONDITIONS: dict[tuple[Any, ...], tuple[str, list[Field[Any, Any]]]] = {}
 
 def _condition_sql(
     model: type[Model],
-    shapes: tuple[tuple[str, str], ...],
-    exists: tuple[tuple[type[Model], tuple[tuple[str, str], ...]], ...],
+    shapes: tuple[tuple[str, Any], ...],
+    exists: tuple[tuple[type[Model], tuple[tuple[str, Any], ...]], ...],
     connection: BaseDatabaseWrapper,
 ) -> tuple[str, list[Field[Any, Any]]]:
     key = (model, connection.alias, shapes, exists)
@@ -100,6 +116,11 @@ def _condition_sql(
         column = f"{table}.{qn(_column(field))}"
         if shape == "null":
             clauses.append(f"{column} IS NULL")
+            continue
+        if isinstance(shape, tuple):  # Same: another part's column
+            _, other, other_name = shape
+            other_column = _column(_field(other, other_name))
+            clauses.append(f"{column} = {qn(other._meta.db_table)}.{qn(other_column)}")
             continue
         clauses.append(
             {
@@ -125,7 +146,8 @@ def _conditions(
     exists: Iterable[RowExists] = (),
 ) -> tuple[str, list[Any]]:
     """``field = %s`` per condition, ANDed; ``None`` is ``IS NULL``, ``OrNull(v)`` is
-    ``(field = %s OR field IS NULL)``, ``Above(v)`` is ``field > %s``; each ``RowExists``
+    ``(field = %s OR field IS NULL)``, ``Above(v)`` is ``field > %s``, ``Same(model, name)``
+    compares with another table's column (``select_together``); each ``RowExists``
     adds an ``EXISTS`` on its table. Values are prepared as the ORM prepares them."""
     exists = tuple(exists)
     sql, fields = _condition_sql(
@@ -137,9 +159,9 @@ def _conditions(
         ),
         connection,
     )
-    values = [v for v in where.values() if v is not None]
+    values = [v for v in where.values() if _is_parameter(v)]
     for other in exists:
-        values.extend(v for v in other.where.values() if v is not None)
+        values.extend(v for v in other.where.values() if _is_parameter(v))
     params = [
         field.get_db_prep_value(v.value if isinstance(v, OrNull | Above) else v, connection)
         for field, v in zip(fields, values, strict=True)
@@ -155,6 +177,7 @@ _SELECTS: dict[tuple[type[Model], str, tuple[str, ...]], tuple[str, list[Any], l
 def _select_statement(
     model: type[Model], alias: str, names: tuple[str, ...]
 ) -> tuple[str, list[Any], list[Any]]:
+    """(the columns, comma-separated; the fields; their converters), built once."""
     key = (model, alias, names)
     found = _SELECTS.get(key)
     if found is None:
@@ -162,11 +185,10 @@ def _select_statement(
         meta = model._meta
         table = meta.db_table
         # In the model's field order: from_db() fills the others in as deferred.
-        fields = [f for f in meta.concrete_fields if not names or f.name in names]
+        # The primary key always, as `.only()` keeps it.
+        fields = [f for f in meta.concrete_fields if not names or f.name in names or f.primary_key]
         qn = connection.ops.quote_name
-        sql = "SELECT {} FROM {} WHERE ".format(
-            ", ".join(f"{qn(table)}.{qn(_column(f))}" for f in fields), qn(table)
-        )
+        columns = ", ".join(f"{qn(table)}.{qn(_column(f))}" for f in fields)
         # Connections are per thread; these converters only depend on the backend and the
         # settings (each gets the calling thread's connection as an argument).
         converters = []
@@ -175,8 +197,24 @@ def _select_statement(
             converters.append(
                 (connection.ops.get_db_converters(col) + col.get_db_converters(connection), col)
             )
-        found = _SELECTS[key] = (sql, fields, converters)
+        found = _SELECTS[key] = (columns, fields, converters)
     return found
+
+
+def _instance(
+    model: type[_M],
+    alias: str,
+    fields: list[Any],
+    converters: list[Any],
+    row: Any,
+    connection: BaseDatabaseWrapper,
+) -> _M:
+    values = []
+    for value, (funcs, col) in zip(row, converters, strict=True):
+        for func in funcs:
+            value = func(value, col, connection)
+        values.append(value)
+    return model.from_db(alias, [f.attname for f in fields], values)
 
 
 def select_rows(
@@ -187,20 +225,76 @@ def select_rows(
     ``only``: load just these fields (the others load on access, like ``.only()``)."""
     alias = router.db_for_read(model)
     connection = connections[alias]
-    sql, fields, converters = _select_statement(model, alias, tuple(only))
+    columns, fields, converters = _select_statement(model, alias, tuple(only))
     condition, params = _conditions(model, where, connection, exists)
+    table = connection.ops.quote_name(model._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(sql + condition, params)
+        cursor.execute(f"SELECT {columns} FROM {table} WHERE {condition}", params)
         rows = cursor.fetchall()
-    attnames = [f.attname for f in fields]
-    found = []
+    return [_instance(model, alias, fields, converters, row, connection) for row in rows]
+
+
+class Part:
+    """One table's read in ``select_together``: as ``select_rows``' arguments."""
+
+    def __init__(
+        self, model: type[Model], *exists: RowExists, only: Iterable[str] = (), **where: Any
+    ) -> None:
+        self.model = model
+        self.exists = exists
+        self.only = tuple(only)
+        self.where = where
+
+
+def select_together(*parts: Part) -> list[list[Any]]:
+    """Each part's rows (as ``select_rows`` would return them), read in one statement: one
+    round trip instead of one per table, for the few-row reads the hot path makes in a row
+    (a view's request: the membership, the view and its server; a call's authority: the
+    binding, its policy and the tool). A part's condition may name an earlier part's
+    column (``Same``); a part with no match adds no row and does not hide the others.
+
+    Built as ``LEFT JOIN``s on one row, so the statement returns the product of the parts'
+    rows (deduplicated here by primary key): for reads of one or two rows a part, each
+    table at most once."""
+    if len(parts) == 1:  # a plain read
+        (part,) = parts
+        return [select_rows(part.model, *part.exists, only=part.only, **part.where)]
+    tables = [part.model._meta.db_table for part in parts]
+    if len(set(tables)) != len(tables):
+        raise ValueError("select_together reads each table at most once")
+    alias = router.db_for_read(parts[0].model)
+    connection = connections[alias]
+    qn = connection.ops.quote_name
+    selected: list[str] = []
+    joins: list[str] = []
+    params: list[Any] = []
+    shapes = []
+    for part in parts:
+        columns, fields, converters = _select_statement(part.model, alias, part.only)
+        condition, values = _conditions(part.model, part.where, connection, part.exists)
+        selected.append(columns)
+        joins.append(f"LEFT JOIN {qn(part.model._meta.db_table)} ON {condition}")
+        params.extend(values)
+        pk_at = next(i for i, f in enumerate(fields) if f.primary_key)
+        shapes.append((part.model, fields, converters, pk_at))
+    sql = "SELECT {} FROM (SELECT 1) AS {} {}".format(
+        ", ".join(selected), qn("one"), " ".join(joins)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    found: list[list[Any]] = [[] for _ in parts]
+    seen: list[set[Any]] = [set() for _ in parts]
     for row in rows:
-        values = []
-        for value, (funcs, col) in zip(row, converters, strict=True):
-            for func in funcs:
-                value = func(value, col, connection)
-            values.append(value)
-        found.append(model.from_db(alias, attnames, values))
+        start = 0
+        for k, (model, fields, converters, pk_at) in enumerate(shapes):
+            values = row[start : start + len(fields)]
+            start += len(fields)
+            pk = values[pk_at]
+            if pk is None or pk in seen[k]:
+                continue  # no row of this part (LEFT JOIN), or one already taken
+            seen[k].add(pk)
+            found[k].append(_instance(model, alias, fields, converters, values, connection))
     return found
 
 

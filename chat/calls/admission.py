@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from chat.app_view_bridge import view_for_claims
+from chat.app_view_bridge import view_of, view_reads
 from chat.calls.requests import ViewAdmission
 from chat.models import Membership, ToolCall
-from chat.selectors import membership_for_session
+from chat.selectors import membership_of, membership_read
 from chat.services.app_views import app_view_token_rejected
+from lean_rows import select_together
 
 # The JSON-RPC error codes a view's refused request is answered with.
 JSONRPC_INVALID_PARAMS = -32602
@@ -64,12 +65,18 @@ def token_is_this_sockets(admission: ViewAdmission) -> bool:
 
 def view_admit(admission: ViewAdmission) -> AdmittedView:
     """The member's session and membership (re-read) and the view the token names: what
-    every view request checks first. Raises ``SessionGone`` or ``ViewRefused``."""
-    membership = membership_for_session(membership_id=admission.membership_id, pin=admission.pin)
+    every view request checks first, in one statement. Raises ``SessionGone`` or
+    ``ViewRefused``."""
+    claims = admission.claims
+    token_ok = claims is not None and token_is_this_sockets(admission)
+    reads = [membership_read(membership_id=admission.membership_id, pin=admission.pin)]
+    if claims is not None and token_ok:
+        reads.extend(view_reads(claims))
+    found = select_together(*reads)
+    membership = membership_of(found[0], admission.pin)
     if membership is None:
         raise SessionGone()
-    claims = admission.claims
-    if claims is None or not token_is_this_sockets(admission):
+    if claims is None or not token_ok:
         app_view_token_rejected(
             user=admission.user,
             thread=admission.thread,
@@ -80,7 +87,7 @@ def view_admit(admission: ViewAdmission) -> AdmittedView:
             "This view's token is invalid or expired; reload the view.",
             audited=True,
         )
-    view = view_for_claims(claims, admission.thread.pk)
+    view = view_of(found[1], found[2], admission.thread.pk)
     if view is None or view.server_id != claims.server_id:
         raise ViewRefused("invalid_token", "This view no longer exists.")
     return AdmittedView(membership=membership, view=view)

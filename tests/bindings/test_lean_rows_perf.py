@@ -150,3 +150,118 @@ def test_exists_and_above_conditions(personas):
     earlier = joined - timedelta(seconds=1)
     assert select_rows(Membership, id=membership.pk, created_at=Above(earlier)) == [membership]
     assert timezone.is_aware(joined)
+
+
+# ------------------------------------------------------------------- reads in one statement
+
+
+def _counting_statements(monkeypatch) -> list[str]:
+    from django.db.backends import utils
+
+    statements: list[str] = []
+    original = utils.CursorWrapper._execute_with_wrappers
+
+    def counting(self, sql, params, many, executor):
+        statements.append(sql)
+        return original(self, sql, params, many, executor)
+
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", counting)
+    return statements
+
+
+def test_select_together_reads_what_each_select_rows_reads_in_one_statement(personas, monkeypatch):
+    from bindings.models import AppBinding, ToolPolicy
+    from bindings.services.bindings import binding_create
+    from lean_rows import OrNull, Part, Same, select_rows, select_together
+    from mcp_bridge.models import McpServer, Tool
+    from mcp_bridge.services.servers import server_add
+
+    server = server_add(name="Board", transport="stdio", command="python", env={"A": "b"})
+    workspace_wide = binding_create(server=server, workspace=personas.workspace)
+    own = binding_create(server=server, workspace=personas.workspace, thread=personas.thread)
+    ToolPolicy.objects.create(binding=workspace_wide, tool_name="t", approval="deny")
+    ToolPolicy.objects.create(binding=own, tool_name="t", risk="destructive")
+    ToolPolicy.objects.create(binding=own, tool_name="other", risk="read")
+    Tool.objects.create(server=server, name="t", input_schema={"type": "object"})
+    parts = (
+        Part(McpServer, id=server.pk),
+        Part(
+            AppBinding,
+            server_id=Same(McpServer, "id"),
+            workspace_id=personas.workspace.pk,
+            thread_id=OrNull(personas.thread.pk),
+        ),
+        Part(ToolPolicy, binding_id=Same(AppBinding, "id"), tool_name="t"),
+        Part(Tool, server_id=server.pk, name="t", only=("name", "input_schema")),
+    )
+    statements = _counting_statements(monkeypatch)
+    servers, bindings, rules, tools = select_together(*parts)
+    assert len(statements) == 1, statements
+    monkeypatch.undo()
+    # Two bindings × their policy each: two rows, each part's rows once, as select_rows reads.
+    assert [_values(s) for s in servers] == [_values(McpServer.objects.get(pk=server.pk))]
+    assert sorted(b.pk for b in bindings) == sorted([workspace_wide.pk, own.pk])
+    for binding in bindings:
+        assert _values(binding) == _values(select_rows(AppBinding, id=binding.pk)[0])
+    assert sorted((r.binding_id, r.risk, r.approval) for r in rules) == sorted(
+        [(workspace_wide.pk, "", "deny"), (own.pk, "destructive", "")]
+    )
+    (tool,) = tools
+    assert tool.input_schema == {"type": "object"} and tool.get_deferred_fields()
+
+
+def test_select_together_a_part_without_rows_hides_nothing(personas):
+    from bindings.models import AppBinding, ToolPolicy
+    from chat.models import Membership
+    from lean_rows import Part, Same, select_together
+    from mcp_bridge.models import McpServer
+
+    membership = Membership.objects.get(user=personas.member, workspace=personas.workspace)
+    members, bindings, rules, servers = select_together(
+        Part(Membership, id=membership.pk),
+        Part(AppBinding, id=-1),
+        Part(ToolPolicy, binding_id=Same(AppBinding, "id")),
+        Part(McpServer, id=-1),
+    )
+    assert (members, bindings, rules, servers) == ([membership], [], [], [])
+    members, servers = select_together(Part(Membership, id=-1), Part(McpServer, id=-1))
+    assert (members, servers) == ([], [])
+
+
+def test_select_together_reads_a_table_once(personas):
+    from chat.models import Membership
+    from lean_rows import Part, select_together
+
+    with pytest.raises(ValueError):
+        select_together(Part(Membership, id=1), Part(Membership, id=2))
+
+
+def test_a_call_is_decided_with_the_policy_of_the_binding_that_applies(personas):
+    """The authority's one statement reads both bindings' policies; the thread's binding
+    applies, so only its policy does (not the workspace binding's)."""
+    from bindings.models import ToolPolicy
+    from bindings.selectors import call_authority
+    from bindings.services.bindings import binding_create
+    from mcp_bridge.models import Tool
+    from mcp_bridge.services.servers import server_add
+
+    server = server_add(name="Board", transport="stdio", command="python")
+    Tool.objects.create(server=server, name="t", input_schema={"type": "object"})
+    workspace_wide = binding_create(server=server, workspace=personas.workspace)
+    ToolPolicy.objects.create(binding=workspace_wide, tool_name="t", approval="deny")
+    authority = call_authority(thread=personas.thread, server_id=server.pk, tool_name="t")
+    assert authority.binding == workspace_wide
+    assert authority.policy is not None and authority.policy.approval == "deny"
+    own = binding_create(server=server, workspace=personas.workspace, thread=personas.thread)
+    authority = call_authority(thread=personas.thread, server_id=server.pk, tool_name="t")
+    assert authority.binding == own and authority.policy is None
+    assert authority.tool is not None and authority.tool.name == "t"
+    ToolPolicy.objects.create(binding=own, tool_name="t", risk="destructive")
+    authority = call_authority(thread=personas.thread, server_id=server.pk, tool_name="t")
+    assert authority.policy is not None and authority.policy.risk == "destructive"
+    assert authority.policy.approval is None
+    from tests.factories import ThreadFactory
+
+    sibling = ThreadFactory(workspace=personas.workspace)
+    other = call_authority(thread=sibling, server_id=server.pk, tool_name="t")
+    assert other.binding == workspace_wide and other.policy.approval == "deny"

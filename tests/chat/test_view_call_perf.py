@@ -111,16 +111,26 @@ async def test_a_view_tool_call_runs_a_small_fixed_set_of_lean_statements(
     assert reply["ok"], reply
     from django.db import connection
 
-    # membership; view + its server; BEGIN, binding, policy, tool, decision audit, call;
-    # BEGIN, result, result audit, sequence number, final event. (It was 18, five of them
-    # ORM-compiled joins, before: bench/README.md.) SQLite sends its BEGIN through the
-    # cursor (14 statements). On PostgreSQL (issue 28) no transaction is opened at all:
-    # the decision's audit row and the call row are one statement, and the result, its
-    # audit row, the sequence number and the final event another
-    # (`lean_rows.write_together`): 6 reads + 2 writes = 8 statements, 8 round trips.
-    expected = 8 if connection.vendor == "postgresql" else 14
+    # The membership, the view and its server in one statement; BEGIN, the binding, its
+    # policy and the tool in one, decision audit, call; BEGIN, result, result audit,
+    # sequence number, final event. (It was 18, five of them ORM-compiled joins, before:
+    # bench/README.md.) SQLite sends its BEGIN through the cursor (10 statements). On
+    # PostgreSQL (issue 28) no transaction is opened at all: the decision's audit row and
+    # the call row are one statement, and the result, its audit row, the sequence number and
+    # the final event another (`lean_rows.write_together`): 2 reads + 2 writes = 4
+    # statements, 4 round trips. The reads join independent single-table reads on one row
+    # (`lean_rows.select_together`); no other JOIN, no ORM-compiled statement.
+    expected = 4 if connection.vendor == "postgresql" else 10
     assert len(statements) == expected, statements
-    assert not [s for s in statements if " JOIN " in s.upper()], statements
+    reads = [s for s in statements if s.startswith("SELECT ")]
+    assert len(reads) == 2, statements
+    assert all(" FROM (SELECT 1) AS " in s for s in reads), reads
+    assert [re.findall(r"LEFT JOIN (\S+)", s) for s in reads] == [
+        ['"chat_membership"', '"chat_toolcall"', '"mcp_bridge_mcpserver"'],
+        ['"bindings_appbinding"', '"bindings_toolpolicy"', '"mcp_bridge_tool"'],
+    ], reads
+    joined = [s.replace(" LEFT JOIN ", " ") for s in statements]
+    assert not [s for s in joined if " JOIN " in s.upper()], statements
     inserts = [t for s in statements for t in re.findall(r"INSERT INTO (\S+)", s)]
     assert sorted(inserts) == sorted(
         ['"bindings_auditevent"', '"bindings_auditevent"', '"chat_toolcall"', '"chat_threadevent"']
@@ -166,7 +176,7 @@ async def test_a_tool_with_a_view_does_not_read_its_document_again_per_call(
     monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", original)
     assert reply["ok"], reply
     assert reads == []
-    assert len(statements) == (8 if connection.vendor == "postgresql" else 14), statements
+    assert len(statements) == (4 if connection.vendor == "postgresql" else 10), statements
 
 
 # ------------------------------------------------------- authority: fresh on every call
@@ -391,6 +401,7 @@ def test_a_views_row_is_read_by_its_key_and_its_thread_compared_after(personas, 
     monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", recording)
     found = view_for_claims(claims, personas.thread.pk)
     assert found is not None and found.pk == view.pk and found.server.pk == view.server_id
-    where = statements[0].split(" WHERE ", 1)[1]
-    assert '"thread_id"' not in where, where
+    (statement,) = statements
+    view_join = statement.split('LEFT JOIN "chat_toolcall" ON ', 1)[1].split(" LEFT JOIN ")[0]
+    assert '"thread_id"' not in view_join, statement
     assert view_for_claims(claims, personas.other_thread.pk) is None
