@@ -179,6 +179,23 @@ def board_server(personas, tmp_path):
     return server, binding
 
 
+@pytest.fixture
+def statements(monkeypatch) -> list[str]:
+    """Every SQL statement sent through Django's cursors from now on (clear it to start
+    counting at a point)."""
+    from django.db.backends import utils
+
+    seen: list[str] = []
+    original = utils.CursorWrapper._execute_with_wrappers
+
+    def recording(self, sql, params, many, executor):
+        seen.append(sql)
+        return original(self, sql, params, many, executor)
+
+    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", recording)
+    return seen
+
+
 async def next_frame(communicator, predicate, limit: int | None = None, timeout: float = 30):
     """The next frame matching predicate (frames in between are dropped), within ``timeout``
     seconds in all; with ``limit``, among at most that many frames."""

@@ -155,21 +155,7 @@ def test_exists_and_above_conditions(personas):
 # ------------------------------------------------------------------- reads in one statement
 
 
-def _counting_statements(monkeypatch) -> list[str]:
-    from django.db.backends import utils
-
-    statements: list[str] = []
-    original = utils.CursorWrapper._execute_with_wrappers
-
-    def counting(self, sql, params, many, executor):
-        statements.append(sql)
-        return original(self, sql, params, many, executor)
-
-    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", counting)
-    return statements
-
-
-def test_select_together_reads_what_each_select_rows_reads_in_one_statement(personas, monkeypatch):
+def test_select_together_reads_what_each_select_rows_reads_in_one_statement(personas, statements):
     from bindings.models import AppBinding, ToolPolicy
     from bindings.services.bindings import binding_create
     from lean_rows import OrNull, Part, Same, select_rows, select_together
@@ -194,10 +180,9 @@ def test_select_together_reads_what_each_select_rows_reads_in_one_statement(pers
         Part(ToolPolicy, binding_id=Same(AppBinding, "id"), tool_name="t"),
         Part(Tool, server_id=server.pk, name="t", only=("name", "input_schema")),
     )
-    statements = _counting_statements(monkeypatch)
+    statements.clear()
     servers, bindings, rules, tools = select_together(*parts)
     assert len(statements) == 1, statements
-    monkeypatch.undo()
     # Two bindings × their policy each: two rows, each part's rows once, as select_rows reads.
     assert [_values(s) for s in servers] == [_values(McpServer.objects.get(pk=server.pk))]
     assert sorted(b.pk for b in bindings) == sorted([workspace_wide.pk, own.pk])

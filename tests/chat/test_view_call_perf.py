@@ -379,26 +379,17 @@ async def test_a_slower_view_call_is_announced_before_its_final_event(
 
 
 @pytest.mark.django_db
-def test_a_views_row_is_read_by_its_key_and_its_thread_compared_after(personas, monkeypatch):
+def test_a_views_row_is_read_by_its_key_and_its_thread_compared_after(personas, statements):
     """With `thread_id` in the statement, a prepared statement's generic plan on
     PostgreSQL walked the thread's index, filtering every call of the thread by id (350
     rows read for one in the benchmark, more in a busy thread; bench/README.md, issue 28).
     The row is read by its primary key; a view of another thread is still no view here."""
-    from django.db.backends import utils
-
     from chat.app_view_bridge import ViewToken, view_for_claims
     from tests import factories
 
     view = factories.ToolCallFactory(thread=personas.thread)
     claims = ViewToken(view.pk, personas.owner.pk, personas.thread.pk, None, view.server_id)
-    statements: list[str] = []
-    original = utils.CursorWrapper._execute_with_wrappers
-
-    def recording(self, sql, params, many, executor):
-        statements.append(sql)
-        return original(self, sql, params, many, executor)
-
-    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", recording)
+    statements.clear()
     found = view_for_claims(claims, personas.thread.pk)
     assert found is not None and found.pk == view.pk and found.server.pk == view.server_id
     (statement,) = statements

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 from django.db import DataError, connection
-from django.db.backends import utils
 
 from audit.models import AuditEvent
 from audit.types import AuditEventType
@@ -16,19 +15,6 @@ from chat.models import Thread, ThreadEvent, ToolCall
 from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def statements(monkeypatch) -> list[str]:
-    seen: list[str] = []
-    original = utils.CursorWrapper._execute_with_wrappers
-
-    def recording(self, sql, params, many, executor):
-        seen.append(sql)
-        return original(self, sql, params, many, executor)
-
-    monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", recording)
-    return seen
 
 
 def _running_call(personas) -> ToolCall:
