@@ -253,6 +253,22 @@ class CallAuthority:
     allowance: Allowance | None = None
 
 
+# The rows ``authority_reads`` finds: the server's bindings for the thread, their policy
+# rows for the tool, the tool's catalogue row.
+AuthorityRows = tuple[list[AppBinding], list[ToolPolicy], list[Tool]]
+
+
+def authority_reads(*, thread: Any, server_id: int, tool_name: str) -> tuple[Part, Part, Part]:
+    """The lean reads of ``call_authority`` (the thread's and the workspace's binding, each
+    one's policy for the tool, the catalogue row), to run with others in one statement
+    (``lean_rows.select_together``; a view's call reads them with its admission)."""
+    return (
+        _binding_read(thread=thread, server_id=server_id),
+        Part(ToolPolicy, binding_id=Same(AppBinding, "id"), tool_name=tool_name),
+        Part(Tool, server_id=server_id, name=tool_name, present=True),
+    )
+
+
 def call_authority(
     *,
     thread: Any,
@@ -260,10 +276,13 @@ def call_authority(
     tool_name: str,
     actor_kind: str = "",
     grant_owner_id: Any = None,
+    rows: AuthorityRows | None = None,
 ) -> CallAuthority:
     """The rows ``tool_call_authorize()`` decides a tool call with, read fresh for every call.
 
-    The allowance is read only when one could decide the call (``policy.consults_allowance``;
+    ``rows``: what ``authority_reads`` found, read in this same trip to the database with
+    the request's other rows (a view's admission); otherwise they are read here. The
+    allowance is read only when one could decide the call (``policy.consults_allowance``;
     never for a person's own call, which is its own consent); ``grant_owner_id``: the
     member whose own sign-in the call spends (``policy.grant_owner``), whose allowance only
     can cover it.
@@ -274,13 +293,12 @@ def call_authority(
     process, through the admin, a service or a plain ``QuerySet.update()`` — decides the
     very next call.
     """
-    # One statement: the thread's and the workspace's binding, each one's policy for the
-    # tool, and the catalogue row (`lean_rows.select_together`).
-    bindings, rules, tools = select_together(
-        _binding_read(thread=thread, server_id=server_id),
-        Part(ToolPolicy, binding_id=Same(AppBinding, "id"), tool_name=tool_name),
-        Part(Tool, server_id=server_id, name=tool_name, present=True),
-    )
+    if rows is None:
+        found = select_together(
+            *authority_reads(thread=thread, server_id=server_id, tool_name=tool_name)
+        )
+        rows = (found[0], found[1], found[2])
+    bindings, rules, tools = rows
     binding = applicable_bindings(bindings).get(server_id)
     rule = None
     if binding is not None and tool_name:

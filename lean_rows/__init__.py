@@ -3,8 +3,8 @@ model instances out; no SQL in callers).
 
 Only for the statements the round-trip benchmark runs on every call (bench/README.md,
 "Lean rows"): compiling an ORM statement costs ~0.5 ms for a one-table filter and ~1.7 ms
-with an ``Exists()``, the prepared statements here ~0.05 ms; a call runs four of them on
-PostgreSQL (two ``select_together`` reads, two ``write_together`` writes). Everything else
+with an ``Exists()``, the prepared statements here ~0.05 ms; a call runs three of them on
+PostgreSQL (one ``select_together`` read, two ``write_together`` writes). Everything else
 uses the ORM.
 
 What they bypass, on purpose: ``Model.save()`` overrides and the ``pre_save``/``post_save``

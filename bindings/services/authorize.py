@@ -27,6 +27,7 @@ from audit.writer import audit_row, record
 from bindings import policy, policy_engine
 from bindings.models import Allowance, AppBinding
 from bindings.selectors import (
+    AuthorityRows,
     active_allowance,
     allowance_snap,
     binding_for,
@@ -76,7 +77,8 @@ class Requester:
 class ToolCallAuthorization:
     """A tool call to decide. ``server``: its row as the caller holds it;
     ``server_read_now``: that row was read with this request (a view's), so its enabled
-    flag decides and is not read again."""
+    flag decides and is not read again; ``authority_rows``: likewise the rows of
+    ``authority_reads``, read in the same statement as the view's admission."""
 
     requester: Requester
     action_kind: policy.ActionKind
@@ -85,6 +87,7 @@ class ToolCallAuthorization:
     arguments: dict[str, Any]
     view: Any = None  # the view (its ToolCall) whose call this is
     server_read_now: bool = False
+    authority_rows: AuthorityRows | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ def tool_call_authorize(
             requested_by_kind=asker.actor_kind,
             requester_id=getattr(asker.user, "pk", None),
         ),
+        rows=request.authority_rows,
     )
     if found.tool is None and skip_unknown_tool:
         return None

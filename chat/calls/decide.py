@@ -17,6 +17,7 @@ from django.utils import timezone
 from audit.types import AuditEventType, Decision
 from audit.writer import record
 from bindings.models import ApprovalRequest
+from bindings.selectors import AuthorityRows, authority_reads
 from bindings.services.approvals import (
     approval_create,
     approval_join_pending,
@@ -82,14 +83,21 @@ def tool_call_decide(*, request: CallRequest) -> tuple[ToolCall, str]:
     return decided.call, decided.outcome
 
 
-def view_call_admit(request: ViewCallRequest) -> CallRequest:
+def view_call_admit(request: ViewCallRequest) -> tuple[CallRequest, AuthorityRows]:
     """An app view's ``tools/call`` as a call request: the member's session and membership
     and the view's token first (``view_admit``), then its input, then whether this member
     may act at all — each refusal audited, nothing recorded. On the database thread, in
-    the decision's own trip."""
-    admitted = view_admit(request.admission)
-    admission, view = request.admission, admitted.view
+    the decision's own trip. The call's authority (``authority_reads``) is read in the
+    admission's statement and returned with the request, for ``call_decide``."""
     name, arguments, kind = request.tool_name, request.arguments, request.action_kind
+    claims = request.admission.claims
+    authority_parts = (
+        authority_reads(thread=request.admission.thread, server_id=claims.server_id, tool_name=name)
+        if claims is not None and isinstance(name, str)
+        else ()
+    )
+    admitted = view_admit(request.admission, also=authority_parts)
+    admission, view = request.admission, admitted.view
     if not isinstance(name, str) or not isinstance(arguments, dict):
         message = "tools/call needs a tool name and object arguments."
         request_record_refused(
@@ -117,7 +125,7 @@ def view_call_admit(request: ViewCallRequest) -> CallRequest:
             )
         )
         raise ViewRefused(str(auth.decision.reason_code), auth.decision.message, audited=True)
-    return CallRequest(
+    call = CallRequest(
         thread=admission.thread,
         server=view.server,
         tool_name=name,
@@ -128,10 +136,16 @@ def view_call_admit(request: ViewCallRequest) -> CallRequest:
         parent_view=view,
         action_kind=kind,
     )
+    bindings, rules, tools = admitted.also
+    return call, (bindings, rules, tools)
 
 
 def call_decide(
-    *, request: CallRequest, refresh_missing: bool = False, quiet_start: bool = False
+    *,
+    request: CallRequest,
+    refresh_missing: bool = False,
+    quiet_start: bool = False,
+    authority: AuthorityRows | None = None,
 ) -> Decided | None:
     """Decide the call (the binding, the tool's policy and catalogue row and any allowance
     read fresh by the authority), audit the decision, record the call and its approval
@@ -142,9 +156,13 @@ def call_decide(
     ``quiet_start``, an allowed call is recorded (and its decision audited) without its
     "running" event: the run announces it only if it still runs after a moment. A view
     past the caps on pending approvals raises ``ToolCallRefused`` (audited, nothing
-    recorded)."""
+    recorded). ``authority``: the authority's rows, read in this trip with the view's
+    admission (``view_call_admit``); otherwise they are read here."""
     decided = _decide_atomic(
-        request=request, refresh_missing=refresh_missing, quiet_start=quiet_start
+        request=request,
+        refresh_missing=refresh_missing,
+        quiet_start=quiet_start,
+        authority=authority,
     )
     if isinstance(decided, BindingError):
         raise ToolCallRefused(decided.code, decided.message)
@@ -152,14 +170,18 @@ def call_decide(
 
 
 def _decide_atomic(
-    *, request: CallRequest, refresh_missing: bool, quiet_start: bool
+    *,
+    request: CallRequest,
+    refresh_missing: bool,
+    quiet_start: bool,
+    authority: AuthorityRows | None,
 ) -> Decided | BindingError | None:
     authorized: Authorization | None = None
     if quiet_start and request.streamed_call_id is None:
         # A view's call: decided first; allowed, it writes only its audit row and its call
         # row (no event yet), together — on PostgreSQL one statement, no transaction.
         check_fence()
-        authorized = _authorize(request, refresh_missing, write_audit=False)
+        authorized = _authorize(request, refresh_missing, authority, write_audit=False)
         if authorized is None:
             return None  # not in the catalogue: nothing decided, nothing written
         if authorized.decision.allowed:
@@ -179,7 +201,7 @@ def _decide_atomic(
             insert_row(authorized.audit)  # decided above: its audit row, first, as ever
             auth = authorized
         else:
-            found = _authorize(request, refresh_missing, write_audit=True)
+            found = _authorize(request, refresh_missing, authority, write_audit=True)
             if found is None:
                 return None  # not in the catalogue: nothing decided, nothing written
             auth = found
@@ -233,7 +255,11 @@ def _decide_atomic(
 
 
 def _authorize(
-    request: CallRequest, refresh_missing: bool, *, write_audit: bool
+    request: CallRequest,
+    refresh_missing: bool,
+    authority: AuthorityRows | None,
+    *,
+    write_audit: bool,
 ) -> Authorization | None:
     return tool_call_authorize(
         ToolCallAuthorization(
@@ -245,6 +271,7 @@ def _authorize(
             view=request.parent_view,
             # A view's server row is read fresh with each of its requests.
             server_read_now=request.origin == "app_view",
+            authority_rows=authority,
         ),
         skip_unknown_tool=refresh_missing,
         write_audit=write_audit,

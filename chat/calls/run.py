@@ -72,10 +72,15 @@ def _admit_and_decide(
 ) -> tuple[CallRequest, Decided | None]:
     """The decision's one trip to the database thread: a view's request admitted first
     (session, membership, token, input: what it raises reaches the caller, and nothing is
-    decided), then the catalogue row, binding, policy, decision, audit, call row and event."""
-    request = view_call_admit(ask) if isinstance(ask, ViewCallRequest) else ask
+    decided; its statement reads the call's authority too), then the decision, audit, call
+    row and event. A request decided again (after a catalogue refresh) reads its authority
+    anew."""
+    request, authority = view_call_admit(ask) if isinstance(ask, ViewCallRequest) else (ask, None)
     decided = call_decide(
-        request=request, refresh_missing=refresh_missing, quiet_start=_quiet(request)
+        request=request,
+        refresh_missing=refresh_missing,
+        quiet_start=_quiet(request),
+        authority=authority,
     )
     return request, decided
 

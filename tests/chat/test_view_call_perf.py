@@ -111,23 +111,30 @@ async def test_a_view_tool_call_runs_a_small_fixed_set_of_lean_statements(
     assert reply["ok"], reply
     from django.db import connection
 
-    # The membership, the view and its server in one statement; BEGIN, the binding, its
-    # policy and the tool in one, decision audit, call; BEGIN, result, result audit,
-    # sequence number, final event. (It was 18, five of them ORM-compiled joins, before:
-    # bench/README.md.) SQLite sends its BEGIN through the cursor (10 statements). On
+    # The membership, the view, its server, the binding, its policy and the tool in one
+    # statement; decision audit and call (on SQLite in a transaction: BEGIN); BEGIN, result,
+    # result audit, sequence number, final event. (It was 18, five of them ORM-compiled
+    # joins, before: bench/README.md; 4 / 10 until session 17 read the authority in the
+    # admission's statement.) SQLite sends its BEGIN through the cursor (9 statements). On
     # PostgreSQL (issue 28) no transaction is opened at all: the decision's audit row and
     # the call row are one statement, and the result, its audit row, the sequence number and
-    # the final event another (`lean_rows.write_together`): 2 reads + 2 writes = 4
-    # statements, 4 round trips. The reads join independent single-table reads on one row
+    # the final event another (`lean_rows.write_together`): 1 read + 2 writes = 3
+    # statements, 3 round trips. The read joins independent single-table reads on one row
     # (`lean_rows.select_together`); no other JOIN, no ORM-compiled statement.
-    expected = 4 if connection.vendor == "postgresql" else 10
+    expected = 3 if connection.vendor == "postgresql" else 9
     assert len(statements) == expected, statements
     reads = [s for s in statements if s.startswith("SELECT ")]
-    assert len(reads) == 2, statements
+    assert len(reads) == 1, statements
     assert all(" FROM (SELECT 1) AS " in s for s in reads), reads
     assert [re.findall(r"LEFT JOIN (\S+)", s) for s in reads] == [
-        ['"chat_membership"', '"chat_toolcall"', '"mcp_bridge_mcpserver"'],
-        ['"bindings_appbinding"', '"bindings_toolpolicy"', '"mcp_bridge_tool"'],
+        [
+            '"chat_membership"',
+            '"chat_toolcall"',
+            '"mcp_bridge_mcpserver"',
+            '"bindings_appbinding"',
+            '"bindings_toolpolicy"',
+            '"mcp_bridge_tool"',
+        ],
     ], reads
     joined = [s.replace(" LEFT JOIN ", " ") for s in statements]
     assert not [s for s in joined if " JOIN " in s.upper()], statements
@@ -176,7 +183,7 @@ async def test_a_tool_with_a_view_does_not_read_its_document_again_per_call(
     monkeypatch.setattr(utils.CursorWrapper, "_execute_with_wrappers", original)
     assert reply["ok"], reply
     assert reads == []
-    assert len(statements) == (4 if connection.vendor == "postgresql" else 10), statements
+    assert len(statements) == (3 if connection.vendor == "postgresql" else 9), statements
 
 
 # ------------------------------------------------------- authority: fresh on every call
@@ -254,6 +261,25 @@ async def test_a_catalogue_change_decides_the_very_next_call(personas, board_ser
     await _db(lambda: AppBinding.objects.filter(pk=binding.pk).update(enabled_tools=["list_items"]))
     reply = await view.call()
     assert reply["error"]["code"] == "tool_not_enabled"
+
+
+async def test_a_tool_gone_from_the_catalogue_is_refreshed_and_decided_with_the_new_rows(
+    personas, board_server, ws_connect
+):
+    """The authority is read with the view's admission (one statement); a tool missing
+    from it refreshes the catalogue, and the call is decided again with rows read after
+    the refresh — not with the admission's."""
+    from mcp_bridge.models import Tool
+
+    server, _binding = board_server
+    view = await _open_view(ws_connect, personas.owner, personas.thread)
+    assert (await view.call())["ok"]
+    tool = Tool.objects.filter(server_id=server.pk, name=TOOL)
+    await _db(lambda: tool.update(present=False))  # as if the server had dropped it
+    reply = await view.call()
+    assert reply["ok"], reply
+    assert await _db(lambda: list(tool.values_list("present", flat=True))) == [True]
+    assert await _denials("tool_not_found") == 0
 
 
 async def test_a_membership_change_decides_the_very_next_call(personas, board_server, ws_connect):
