@@ -7,7 +7,8 @@ In the order a call travels (import the module you need; this package re-exports
 - ``admission``: ``view_admit`` — the member's session and membership, re-read, and the
   view its token names.
 - ``input``: the row of a call whose arguments a model is still streaming.
-- ``decide``: ``view_call_admit`` (a view's request → ``CallRequest``), then
+- ``decide``: ``view_call_admit`` (a view's request → ``CallRequest``, with its
+  authority's rows read in the admission's statement), then
   ``call_decide`` — the authority's decision (audited), the call row, its approval
   request and event, in one transaction.
 - ``run``: ``call_start`` (one trip to the database thread for admission + decision, then
