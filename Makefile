@@ -5,6 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
 
+# Python caches bytecode (its default; an environment may turn that off with
+# PYTHONDONTWRITEBYTECODE): a test run starts a few hundred Python processes (live servers,
+# workers, `manage.py` commands), each compiling the project's ~200 modules otherwise, and
+# every pytest worker would rewrite the test modules anew (docs/testing.md, "Bytecode").
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: run test test-production lint format bench install browser nginx mcp-servers fleet clean
 
 $(STAMP): pyproject.toml constraints.txt

@@ -6,6 +6,7 @@
 #   bash scripts/flake-runs.sh [N] [extra pytest arguments...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+unset PYTHONDONTWRITEBYTECODE  # bytecode cached, as under `make test` (Makefile)
 runs=${1:-20}
 shift || true
 logs=test-artifacts/flake-runs
