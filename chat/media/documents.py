@@ -20,10 +20,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import pypdfium2  # type: ignore[import-untyped]
-from pypdf import PdfReader
-from pypdf.errors import LimitReachedError, PdfReadError
-
 from .formats import MediaRejected
 from .images import THUMBNAIL_MAX, Derivative, encode_derivative
 
@@ -69,6 +65,11 @@ def read_text_file(path: Path, *, budget: int) -> DocumentFacts:
 
 def read_pdf(path: Path, *, budget: int) -> DocumentFacts:
     """Text (to the budget), page count and a first-page thumbnail. Raises MediaRejected."""
+    # Imported when a PDF is read, not when a process starts (pypdf and pypdfium2: ≈ 70 ms
+    # of every web, worker and `manage.py` start otherwise; docs/testing.md, "Bytecode").
+    from pypdf import PdfReader
+    from pypdf.errors import LimitReachedError, PdfReadError
+
     try:
         reader = PdfReader(str(path))
         if reader.is_encrypted:
@@ -105,6 +106,8 @@ def read_pdf(path: Path, *, budget: int) -> DocumentFacts:
 
 def _first_page_thumbnail(path: Path) -> Derivative | None:
     """Page 1 rendered by PDFium, or None when it cannot be (never a rejection)."""
+    import pypdfium2  # type: ignore[import-untyped]  # when a PDF is read (see read_pdf)
+
     try:
         document = pypdfium2.PdfDocument(str(path))
         try:

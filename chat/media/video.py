@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import av
 from PIL import Image
 
 from .images import MAX_IMAGE_PIXELS
@@ -40,6 +39,10 @@ PROBE_BYTES = "5000000"
 
 def video_first_frame(path: Path, *, mime: str) -> Image.Image | None:
     """The first decodable frame of ``path``'s first video stream, as an RGB image."""
+    # PyAV (FFmpeg's libraries) is loaded when a video is read, not when a process starts
+    # (≈ 50 ms of every web, worker and `manage.py` start otherwise).
+    import av
+
     demuxer = DEMUXERS.get(mime)
     if demuxer is None:
         return None
