@@ -560,10 +560,14 @@ def test_legacy_raw_html_and_remote_dom(open_as, world, screenshots):
     remote = view_row(page, "show_remote_dom")
     drawn = app_frame(remote)
     expect(drawn.locator("ui-text").first).to_have_text("Remote DOM counter", timeout=20_000)
-    drawn.locator("ui-button", has_text="Add one").click()
+    # Clicks dispatched in the view's own document, on the button inside the element's
+    # shadow root (its click is the element's `press`): a synthesized mouse click into the
+    # cross-site frame was lost once in session 17's flake run ("Clicks: 0"; the flake
+    # class of docs/testing.md, "The two browser flakes of issue 14").
+    drawn.locator("ui-button", has_text="Add one").locator("button").dispatch_event("click")
     expect(drawn.locator("ui-text").nth(1)).to_have_text("Clicks: 1")
     before = len([r for r in audit(world, tool_name="legacy_echo") if r["action"] == "legacy_tool"])
-    drawn.locator("ui-button", has_text="Echo via tool").click()
+    drawn.locator("ui-button", has_text="Echo via tool").locator("button").dispatch_event("click")
     poll(
         lambda: (
             len([r for r in audit(world, tool_name="legacy_echo") if r["action"] == "legacy_tool"])
