@@ -13,7 +13,6 @@ import hashlib
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import pytest
 from django.db import DEFAULT_DB_ALIAS, connections
 from pytest_django.plugin import blocking_manager_key
 
+from tests.fixtures.http_servers import free_port
 from tests.waiting import poll
 
 T = TypeVar("T")
@@ -74,12 +74,6 @@ class RssGrowth:
     def most_mib(self) -> float:
         """The largest growth of any of the processes, in MiB."""
         return max(self.growth_kib.values()) / 1024
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_http(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.client import advertise
 
+from tests.fixtures.http_servers import free_port
 from tests.waiting import poll
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
@@ -40,12 +41,6 @@ def server_params(
 def stdio_client(name: str, *args: str, env: dict[str, str] | None = None) -> Client:
     # cache=None: tests must see the server's current answers, never a cached list.
     return Client(server_params(name, *args, env=env), extensions=[ui_extension()], cache=None)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
