@@ -111,7 +111,7 @@ def seed_workspace(
     the workspace, and with ``llm`` the fake OpenAI model at that base URL. Returns
     ``{"threads": {title: id}, "cookies": {username: sessionid}, "workspace": id}``."""
     spec = {"workspace": workspace, "threads": list(threads), "servers": servers, "llm": llm}
-    out = server.manage("shell", "-c", SEED, input=json.dumps(spec))
+    out = server.shell(SEED, input=json.dumps(spec))
     line = next(x for x in out.splitlines() if x.startswith("SEED="))
     return json.loads(line[5:])
 
