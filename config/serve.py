@@ -26,6 +26,10 @@ def serve(*, host: str, port: int) -> None:
         "config.asgi:application",
         host=host,
         port=port,
+        # The standard library's event loop, whatever else is installed: uvicorn would take
+        # uvloop when present, which the suite never runs, and which measured no faster
+        # here (bench/README.md, session 18).
+        loop="asyncio",
         # The sans-I/O websockets implementation: the legacy one is deprecated upstream.
         ws="websockets-sansio",
         ws_max_size=WEBSOCKET_MAX_MESSAGE_BYTES,
