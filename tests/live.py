@@ -138,13 +138,8 @@ def _production_env(name: str, env: dict[str, str]) -> dict[str, str]:
     parts = urlsplit(base)
     db_name = f"atrium_live_{name}"
     admin_url = urlunsplit(parts._replace(path="/postgres"))
-    template = _migrated_postgres(env)
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{db_name}" TEMPLATE "{template}"')
-    env = {"DATABASE_URL": urlunsplit(parts._replace(path=f"/{db_name}"))}
+    _create_database(admin_url, db_name, template=_migrated_postgres(env))
+    made = {"DATABASE_URL": urlunsplit(parts._replace(path=f"/{db_name}"))}
     # Separate, emptied Redis databases keep each live server apart from the suite's own
     # layer and from earlier live servers (whose queued Celery messages would leak in).
     redis = os.environ.get("REDIS_URL", "")
@@ -158,9 +153,9 @@ def _production_env(name: str, env: dict[str, str]) -> dict[str, str]:
         for db in (layer_db, broker_db):
             url = urlunsplit(r._replace(path=f"/{db}"))
             redis_client.Redis.from_url(url).flushdb()
-        env["REDIS_URL"] = urlunsplit(r._replace(path=f"/{layer_db}"))
-        env["CELERY_BROKER_URL"] = urlunsplit(r._replace(path=f"/{broker_db}"))
-    return env
+        made["REDIS_URL"] = urlunsplit(r._replace(path=f"/{layer_db}"))
+        made["CELERY_BROKER_URL"] = urlunsplit(r._replace(path=f"/{broker_db}"))
+    return made
 
 
 _redis_pair = 0
@@ -173,14 +168,10 @@ def _migrated_postgres(env: dict[str, str]) -> str:
     only while no session uses it."""
     global _migrated_postgres_name
     if _migrated_postgres_name is None:
-        import psycopg
-
         parts = urlsplit(os.environ["DATABASE_URL"])
         name = f"atrium_live_template_{os.getpid()}"
         admin_url = urlunsplit(parts._replace(path="/postgres"))
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
+        _create_database(admin_url, name)
         subprocess.run(
             [PYTHON, "manage.py", "migrate", "-v0"],
             cwd=ROOT,
@@ -192,6 +183,15 @@ def _migrated_postgres(env: dict[str, str]) -> str:
         atexit.register(_drop_database, admin_url, name)
         _migrated_postgres_name = name
     return _migrated_postgres_name
+
+
+def _create_database(admin_url: str, name: str, *, template: str = "") -> None:
+    """A new empty (or ``template``'s copy) database ``name``, replacing any of that name."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
 
 
 def _drop_database(admin_url: str, name: str) -> None:
@@ -367,10 +367,7 @@ class LiveAtrium:
             return
         self._live_database_url = None
         parts = urlsplit(url)
-        import psycopg
-
-        with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+        _drop_database(urlunsplit(parts._replace(path="/postgres")), parts.path.lstrip("/"))
 
     def read(self, query: Callable[[str], T]) -> T:
         """``query(alias)`` in the test process against this server's database (the ORM

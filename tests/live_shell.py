@@ -37,6 +37,7 @@ class ShellSession:
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.env = dict(env)
+        self.log = log
         with open(log, "ab") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.live_shell"],
@@ -54,7 +55,8 @@ class ShellSession:
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         if not line:
-            raise RuntimeError(f"the shell helper ended (exit {self.process.wait()})")
+            tail = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+            raise RuntimeError(f"the shell helper ended (exit {self.process.wait()}):\n{tail}")
         answer: dict[str, Any] = json.loads(line)
         if not answer["ok"]:
             raise ShellError(f"manage.py shell -c failed:\n{answer['error']}")
