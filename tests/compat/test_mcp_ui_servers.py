@@ -268,6 +268,9 @@ def every_action(app: Any, page: Any, world: World, consent: Consent, row: Any) 
     expect(app.locator("#log-link")).to_contain_text("link: error", timeout=20_000)
     app.locator("#send-notify").click()
     expect(app.locator("#log-notify")).to_have_text("notify: done", timeout=20_000)
+    # A notification is fire-and-forget: the view logs "done" when it is sent, and the
+    # server audits it when it arrives (no answer comes back to wait on).
+    world.wait_audit(since, "legacy_notify")
     for action, tool, decision in (
         ("legacy_tool", "echo", "pending"),  # then approved: the card above
         ("legacy_prompt", "", "allowed"),
