@@ -10,7 +10,7 @@ process, so the next one reads what the server wrote meanwhile.
 
 Requests and answers are JSON lines on a private copy of the process's stdin/stdout; the
 snippet's own stdout is captured, and anything written to file descriptor 1 directly goes to
-stderr (the server's log).
+stderr (`shell.log` in the server's var folder).
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ def main() -> None:
     os.dup2(2, 1)  # a snippet's direct writes to fd 1 must not corrupt the answers
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()

@@ -106,7 +106,7 @@ def seed_workspace(
     threads: list[str] | tuple[str, ...] = ("Launch",),
     llm: str = "",
 ) -> dict[str, Any]:
-    """Seed a live server (through ``manage.py shell``): olivia owns ``workspace``, marco
+    """Seed a live server (through ``LiveAtrium.shell``): olivia owns ``workspace``, marco
     is a member, ``threads`` by title, ``servers`` (slug: ``server_add`` fields) bound to
     the workspace, and with ``llm`` the fake OpenAI model at that base URL. Returns
     ``{"threads": {title: id}, "cookies": {username: sessionid}, "workspace": id}``."""
