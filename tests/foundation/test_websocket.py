@@ -120,6 +120,9 @@ async def test_help_command_answers(personas, ws_connect):
         ('{"type": "no.such.thing"}', "unknown_type"),
         ('{"type": "message.post", "text": 42}', "invalid_message"),
         ('{"type": "replay", "after": -1}', "invalid_message"),
+        # U+0000 anywhere (PostgreSQL's text and jsonb store none): refused on both profiles.
+        ('{"type": "message.post", "text": "hi\\u0000"}', "invalid_text"),
+        ('{"type": "view.request", "params": {"k\\u0000": 1}}', "invalid_text"),
     ],
 )
 async def test_malformed_messages_get_a_clear_error_and_the_socket_stays(
@@ -160,3 +163,13 @@ async def test_demoted_member_is_refused_on_the_next_action(personas, ws_connect
     reply = await _next_of_type(member, "reply")
     assert reply["error"]["code"] == "forbidden"
     await member.disconnect()
+
+
+async def test_a_backslash_u0000_typed_as_text_is_not_a_nul(personas, ws_connect):
+    """Only the JSON escape decodes to U+0000; the six characters themselves are text."""
+    owner, _, _ = await ws_connect(personas.owner, personas.thread.pk)
+    await _next_of_type(owner, "hello")
+    await owner.send_to(text_data='{"type": "message.post", "text": "typed \\\\u0000", "rid": 1}')
+    reply = await _next_of_type(owner, "reply")
+    assert reply["ok"] is True, reply
+    await owner.disconnect()

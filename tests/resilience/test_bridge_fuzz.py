@@ -217,6 +217,13 @@ def _check_reply(reply: dict[str, Any]) -> None:
 @example(method="ui/message", params={"content": "hi"}, token="valid", notify=False)
 @example(method="atrium/setWidgetState", params={"state": {"a": 1}}, token="valid", notify=False)
 @example(method="resources/read", params={"uri": "ui://fuzz/view"}, token="valid", notify=False)
+# Found by this test on PostgreSQL: U+0000 in a key reached a jsonb column (DataError).
+@example(
+    method="ui/update-model-context",
+    params={"content": {"011\x00": None}},
+    token="valid",
+    notify=False,
+)
 def test_view_requests_always_get_a_clear_answer_and_store_only_what_they_may(
     personas, bridge, method, params, token, notify
 ):

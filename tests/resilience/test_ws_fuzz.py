@@ -56,7 +56,8 @@ TEXT_CASES: list[tuple[str, str | None]] = [
     ('{"type": ["ping"]}', "invalid_message"),
     ('{"type": "nope"}', "unknown_type"),
     (json.dumps({"type": "x" * 5000}), "unknown_type"),
-    (json.dumps({"type": "\u202eevil\u0000"}), "unknown_type"),
+    (json.dumps({"type": "\u202eevil"}), "unknown_type"),
+    (json.dumps({"type": "\u202eevil\u0000"}), "invalid_text"),  # NUL: PostgreSQL stores none
 ]
 WRONG_TYPED: list[dict[str, Any]] = [
     {"type": "replay", "after": -1},
