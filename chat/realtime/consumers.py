@@ -36,7 +36,7 @@ from ..presenters import INTERACTIVE_UI, present_event
 from ..selectors import SessionPin, membership_for_session, thread_with_membership
 from . import event_tail, waiters
 from .events import events_after
-from .frames import NUL_REFUSED, frame_has_nul
+from .frames import UNSTORABLE_REFUSED, frame_unstorable
 from .groups import thread_group, user_group
 
 log = logging.getLogger(__name__)
@@ -283,11 +283,11 @@ class ThreadConsumer(AsyncJsonWebsocketConsumer):
             await _audit_refusal(self.ctx, "websocket", "invalid_json")
             await self._send_error(None, "invalid_json", "That message was not valid JSON.")
             return
-        if frame_has_nul(text_data, content):
+        if frame_unstorable(text_data, content):
             rid = content.get("rid") if isinstance(content, dict) else None
             rid = rid if isinstance(rid, (str, int)) and not isinstance(rid, bool) else None
-            await _audit_refusal(self.ctx, "websocket", "nul_character")
-            await self._send_error(rid, "invalid_text", NUL_REFUSED)
+            await _audit_refusal(self.ctx, "websocket", "unstorable_text")
+            await self._send_error(rid, "invalid_text", UNSTORABLE_REFUSED)
             return
         await self.receive_json(content)
 

@@ -1,28 +1,33 @@
-"""What an inbound frame's JSON may hold beyond being valid JSON."""
+"""What an inbound frame's JSON may hold beyond being valid JSON: only text a database can
+store (the rule is ``mcp_bridge.uimeta.clean_str``'s)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-NUL = "\x00"
-NUL_REFUSED = "Text may not contain the NUL character (U+0000)."
+from mcp_bridge.uimeta import clean_str
+
+UNSTORABLE_REFUSED = "Text may not contain U+0000 or an unpaired surrogate (\\ud800–\\udfff)."
 
 
-def contains_nul(value: Any) -> bool:
-    """Whether a string anywhere in a decoded JSON value, keys included, holds U+0000.
+def _storable(text: str) -> bool:
+    return clean_str(text) == text
 
-    PostgreSQL's text and jsonb cannot store it (the write fails), SQLite can: refused
-    alike on both profiles, with a clear error, before anything is stored. Iterative: a
-    value nested as deep as the JSON decoder allows is walked without recursion."""
+
+def unstorable(value: Any) -> bool:
+    """Whether a string anywhere in a decoded JSON value, keys included, holds U+0000 or a
+    lone surrogate: PostgreSQL's text and jsonb store neither (the write fails) and SQLite
+    stores both, so both profiles refuse them alike, before anything is stored. Iterative:
+    a deeply nested value is walked without recursion."""
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, str):
-            if NUL in item:
+            if not _storable(item):
                 return True
         elif isinstance(item, dict):
             for key, child in item.items():
-                if isinstance(key, str) and NUL in key:
+                if isinstance(key, str) and not _storable(key):
                     return True
                 pending.append(child)
         elif isinstance(item, list):
@@ -30,7 +35,8 @@ def contains_nul(value: Any) -> bool:
     return False
 
 
-def frame_has_nul(text: str, content: Any) -> bool:
-    """``contains_nul`` for a frame's decoded ``content``; JSON spells U+0000 only as the
-    escape ``\\u0000``, so a frame without that text is not walked."""
-    return "\\u0000" in text and contains_nul(content)
+def frame_unstorable(text: str, content: Any) -> bool:
+    """``unstorable`` for a frame's decoded ``content``. A websocket text frame is valid
+    UTF-8, so U+0000 and surrogates arrive only as JSON's ``\\uXXXX`` escapes: a frame
+    without one is not walked."""
+    return "\\u" in text and unstorable(content)

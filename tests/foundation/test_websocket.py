@@ -120,9 +120,10 @@ async def test_help_command_answers(personas, ws_connect):
         ('{"type": "no.such.thing"}', "unknown_type"),
         ('{"type": "message.post", "text": 42}', "invalid_message"),
         ('{"type": "replay", "after": -1}', "invalid_message"),
-        # U+0000 anywhere (PostgreSQL's text and jsonb store none): refused on both profiles.
+        # U+0000 or a lone surrogate anywhere (PostgreSQL stores neither): refused alike.
         ('{"type": "message.post", "text": "hi\\u0000"}', "invalid_text"),
         ('{"type": "view.request", "params": {"k\\u0000": 1}}', "invalid_text"),
+        ('{"type": "message.post", "text": "half \\ud83d"}', "invalid_text"),
     ],
 )
 async def test_malformed_messages_get_a_clear_error_and_the_socket_stays(

@@ -224,6 +224,12 @@ def _check_reply(reply: dict[str, Any]) -> None:
     token="valid",
     notify=False,
 )
+@example(
+    method="ui/update-model-context",
+    params={"content": {"lone \ud800": None}},
+    token="valid",
+    notify=False,
+)
 def test_view_requests_always_get_a_clear_answer_and_store_only_what_they_may(
     personas, bridge, method, params, token, notify
 ):
