@@ -44,7 +44,6 @@ from ..app_view_bridge import (
 from ..media import view_files
 from ..media.view_files import SaveItem, ViewFileRefused
 from ..models import Message, ToolCall
-from ..realtime.frames import UNSTORABLE_REFUSED, unstorable
 from ..services import app_views
 from ..view_tools.naming import block_text
 from .app_view_calls import (
@@ -693,8 +692,6 @@ async def view_request(ctx: ActionContext, msg: dict[str, Any]) -> Any:
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
     if not isinstance(name, str):
         raise ViewRequestError("invalid_request", "A view request needs a method.", -32600)
-    if unstorable(params):
-        raise ViewRequestError("invalid_params", UNSTORABLE_REFUSED, JSONRPC_INVALID_PARAMS)
     claims = read_view_token(msg.get("token"))
     row = view_method(name, "request")
     if (
@@ -771,8 +768,6 @@ async def message_decide(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, A
 async def view_notify(ctx: ActionContext, msg: dict[str, Any]) -> dict[str, Any]:
     method = msg.get("method")
     params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-    if unstorable(params):
-        raise ViewRequestError("invalid_params", UNSTORABLE_REFUSED, JSONRPC_INVALID_PARAMS)
     claims = read_view_token(msg.get("token"))
     await _limit_view_requests(ctx, claims)
 

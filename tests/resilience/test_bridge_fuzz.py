@@ -6,6 +6,7 @@ request was not entitled to store."""
 from __future__ import annotations
 
 import asyncio
+import json
 from importlib import import_module
 from typing import Any
 
@@ -140,8 +141,16 @@ def _counts(personas) -> dict[str, Any]:
 
 
 async def _send(personas, kind: str, msg: dict[str, Any]) -> dict[str, Any]:
-    """Run one bridge message through the consumer's handler, as the consumer does."""
+    """Run one bridge message through the consumer's handler, as the consumer does (a
+    frame holding unstorable text is refused before any handler)."""
     from django.conf import settings as django_settings
+
+    from chat.realtime.frames import UNSTORABLE_REFUSED, frame_unstorable
+
+    frame = {"type": kind, **msg}
+    if frame_unstorable(json.dumps(frame), frame):
+        error = {"code": "invalid_text", "message": UNSTORABLE_REFUSED}
+        return {"type": "reply", "rid": "fuzz", "ok": False, "error": error}
 
     from chat.actions.app_views import DEFERRED
     from chat.actions.registry import HANDLERS, ActionContext, ActionError
