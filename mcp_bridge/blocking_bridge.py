@@ -13,8 +13,9 @@ from typing import Any, Self, TypeVar
 import anyio.from_thread
 from anyio.from_thread import BlockingPortal
 
+from mcp_bridge.call_watch import ProgressCallback
 from mcp_bridge.connection_pool import HealthInfo
-from mcp_bridge.connections import ConnectionManager, ProgressCallback
+from mcp_bridge.connections import ConnectionManager
 from mcp_bridge.server_spec import ServerSpec
 
 __all__ = ["BlockingBridge"]

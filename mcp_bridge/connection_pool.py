@@ -57,6 +57,7 @@ from mcp_bridge.server_requests import (
 )
 from mcp_bridge.server_spec import ServerSpec
 from mcp_bridge.transports import StderrLog, open_transport, watched
+from mcp_bridge.uimeta import storable
 
 __all__ = [
     "UI_EXTENSION_ID",
@@ -490,7 +491,7 @@ class ConnectionPool:
 
     async def _inbound(self, link: Link, kind: InboundKind, params: Any) -> dict[str, Any]:
         """Route a server's request to the handler of the call it belongs to."""
-        wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        wire = _wire(params)
         handler = link.routes.handler_for(kind, wire)
         spec = link.server.spec
         return await handler(
@@ -520,7 +521,7 @@ class ConnectionPool:
     async def _on_log(self, link: Link, params: Any) -> None:
         link.server.last_seen = utcnow()
         if self.on_notification is not None:
-            wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+            wire = _wire(params)
             self._fire(self.on_notification, link.server.spec.key, "notifications/message", wire)
 
     async def _listen_for_changes(self, link: Link, client: Client) -> None:
@@ -592,11 +593,7 @@ class ConnectionPool:
         method = getattr(message, "method", None)
         if self.on_notification is not None and method in _FORWARDED_NOTIFICATIONS:
             params = getattr(message, "params", None)
-            wire = (
-                params.model_dump(by_alias=True, mode="json", exclude_none=True)
-                if params is not None
-                else {}
-            )
+            wire = _wire(params) if params is not None else {}
             _heard_change(link, method, wire)
             self._fire(self.on_notification, server.spec.key, method, wire)
         elif method in _FORWARDED_NOTIFICATIONS:
@@ -657,3 +654,10 @@ async def _log_failure(awaitable: Awaitable[Any], callback: Callable[..., Any]) 
         await awaitable
     except Exception:
         logger.exception("MCP connection callback %r raised", callback)
+
+
+def _wire(params: Any) -> dict[str, Any]:
+    """A server's request or notification params as wire JSON every database can store."""
+    return cast(
+        dict[str, Any], storable(params.model_dump(by_alias=True, mode="json", exclude_none=True))
+    )

@@ -12,6 +12,7 @@ The parts, each in its own module:
   owner task each), and each server's health.
 * ``mcp_bridge.transports`` — stdio, streamable HTTP and SSE under a connection.
 * ``mcp_bridge.connection_errors`` — which ``mcp_bridge.errors`` error a failure becomes.
+* ``mcp_bridge.call_watch`` — a call's progress relayed, and the caller's cancellation.
 * this module — the requests: run one on a live connection, retry it when that is safe,
   relay progress, honour timeouts and cancellation.
 
@@ -30,14 +31,12 @@ How a request goes:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import logging
 import os
 import tempfile
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Hashable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast
@@ -50,6 +49,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from mcp_bridge.call_watch import ProgressCallback, ProgressRelay, unless_set
 from mcp_bridge.connection_errors import (
     Request,
     error_text,
@@ -72,7 +72,6 @@ from mcp_bridge.connection_pool import (
 )
 from mcp_bridge.errors import (
     BridgeError,
-    Cancelled,
     ServerUnavailable,
     TaskNotFound,
     TaskUnsupported,
@@ -80,23 +79,19 @@ from mcp_bridge.errors import (
 )
 from mcp_bridge.server_requests import InboundRequestHandler
 from mcp_bridge.server_spec import ServerSpec
+from mcp_bridge.uimeta import storable
 
 __all__ = [
     "ConnectionManager",
     "KeepMark",
-    "ProgressCallback",
     "TaskNotFound",
     "TaskUnsupported",
 ]
 
 logger = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
-"""``(progress, total, message)``; may be sync or async."""
-
 _MAX_PAGES = 1000
 _WARM_UP_SECONDS = 10.0
-_PROGRESS_DRAIN_SECONDS = 5.0
 _HEAR_SECONDS = 5.0  # how long a first read to keep waits for the listen stream to name it
 _KEPT_PER_CONNECTION = 64  # resources kept per connection (each is one UI document's row)
 
@@ -189,7 +184,7 @@ class ConnectionManager:
         the awaiting task cancels the request on the server too.
         """
         budget = spec.call_timeout if timeout is None else timeout
-        relay = _ProgressRelay(spec.label, name, progress) if progress else None
+        relay = ProgressRelay(spec.label, name, progress) if progress else None
         args = dict(arguments or {})
         request = Request("tools/call", name, idempotent=False)
 
@@ -205,12 +200,12 @@ class ConnectionManager:
             if cancel_event is None:
                 result = await work
             else:
-                result = await _unless_set(work, cancel_event)
+                result = await unless_set(work, cancel_event)
         finally:
             if relay is not None:
                 # Progress is delivered before the result: let running callbacks finish.
                 await relay.drain()
-        wire = _dump(result)
+        wire = _dump_result(result)
         if reports_unknown_tool(wire, name):
             raise ToolNotFound(name, server=spec.label)
         return wire
@@ -403,12 +398,15 @@ class ConnectionManager:
 
         async def op(link: Link, client: Client) -> dict[str, Any]:
             info = client.server_info
-            return {
+            described = {
                 "protocolVersion": client.protocol_version,
-                "serverInfo": _dump(info) if info is not None else None,
-                "capabilities": _dump(client.server_capabilities),
+                "serverInfo": info.model_dump(by_alias=True, mode="json", exclude_none=True)
+                if info is not None
+                else None,
+                "capabilities": _dump_result(client.server_capabilities),
                 "instructions": client.instructions,
             }
+            return cast(dict[str, Any], storable(described))
 
         return await self._run(spec, Request("connect"), op)
 
@@ -716,66 +714,15 @@ async def _pages(fetch: Callable[[str | None], Awaitable[Any]]) -> AsyncIterator
 
 
 def _dump(model: Any) -> dict[str, Any]:
+    """What a server said, as wire JSON every database can store (``uimeta.storable``):
+    a NUL in one tool's description must not fail the whole listing's write."""
+    return cast(dict[str, Any], storable(_dump_result(model)))
+
+
+def _dump_result(model: Any) -> dict[str, Any]:
+    """Wire JSON as the server sent it: for a call's result, which ``mcp_bridge.normalize``
+    makes storable field by field on its way (not walked twice on every call's path)."""
     return cast(dict[str, Any], model.model_dump(by_alias=True, mode="json", exclude_none=True))
-
-
-class _ProgressRelay:
-    """The SDK's progress callback for one call: runs the caller's callback (sync or async),
-    contains its errors, and lets ``call_tool`` wait until every update has been handled.
-
-    The SDK runs each progress callback in its own task, started as the notification is read
-    and so before the result is read; ``drain`` waits for the ones still running.
-    """
-
-    def __init__(self, label: str, tool: str, callback: ProgressCallback) -> None:
-        self._label, self._tool, self._callback = label, tool, callback
-        self._running = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
-
-    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        self._running += 1
-        self._idle.clear()
-        try:
-            outcome = self._callback(progress, total, message)
-            if inspect.isawaitable(outcome):
-                await outcome
-        except Exception:
-            logger.exception("Progress callback for %r on %s raised", self._tool, self._label)
-        finally:
-            self._running -= 1
-            if not self._running:
-                self._idle.set()
-
-    async def drain(self, timeout: float = _PROGRESS_DRAIN_SECONDS) -> None:
-        await asyncio.sleep(0)  # let callbacks scheduled with the result start
-        if self._idle.is_set():
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._idle.wait()
-
-
-async def _unless_set(work: Coroutine[Any, Any, _T], cancel_event: asyncio.Event) -> _T:
-    """Await ``work``; if ``cancel_event`` is set first, cancel it and raise ``Cancelled``.
-
-    Cancelling the work cancels the MCP request, which the SDK forwards to the server.
-    """
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(cancel_event.wait())
-    try:
-        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-        if not task.done():
-            # The event fired, or our own task is being cancelled: cancel the request and
-            # wait until it has unwound (the courtesy cancel goes out while it does).
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-    if task.cancelled():
-        raise Cancelled(reason="cancelled by the caller")
-    return task.result()
 
 
 def _declares_tool_tasks(client: Client) -> bool:

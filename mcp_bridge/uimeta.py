@@ -78,6 +78,36 @@ def clean_str(value: str) -> str:
     return value
 
 
+def unstorable(value: Any) -> bool:
+    """Whether a string anywhere in a decoded JSON value, keys included, holds U+0000 or a
+    lone surrogate (what ``clean_str`` replaces): PostgreSQL's text and jsonb store neither
+    (the write fails) and SQLite stores both. Iterative: deep nesting is walked without
+    recursion."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if clean_str(item) != item:
+                return True
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and clean_str(key) != key:
+                    return True
+                pending.append(child)
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every string (keys included) made storable by ``clean_str``; the
+    value itself, not a copy, when nothing needs it (the common case: one walk)."""
+    if not unstorable(value):
+        return value
+    copy, _ = json_safe(value)
+    return copy
+
+
 def json_safe(
     value: Any,
     *,

@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 
 from bindings.selectors import offered_tools
 from bindings.services.catalogues import thread_catalogues_ensure
+from mcp_bridge.uimeta import unstorable
 
 from .. import services
 from ..agent import start_turn
@@ -50,6 +51,10 @@ def parse_call(text: str) -> tuple[str, str, object]:
         ) from exc
     if not isinstance(arguments, dict):
         raise ValueError('The arguments must be a JSON object, like {"id": 3}.')
+    if unstorable(arguments):  # typed as "\\u0000": no database stores it
+        raise ValueError(
+            "The arguments may not contain U+0000 or an unpaired surrogate (\\ud800–\\udfff)."
+        )
     return server, tool, arguments
 
 

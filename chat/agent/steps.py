@@ -17,6 +17,7 @@ from channels.db import database_sync_to_async
 from bindings.selectors import OfferedTool
 from mcp_bridge import gateway
 from mcp_bridge.errors import BridgeError
+from mcp_bridge.uimeta import json_safe, unstorable
 
 from ..calls.cancel import tool_call_cancel
 from ..calls.input import tool_call_open_input, tool_call_record_input
@@ -252,6 +253,9 @@ class _StepOutput:
         if offered is None:
             return  # a tool the model invented: nothing to preview
         arguments = repair_partial_json(partial.arguments)
+        if arguments is not None and unstorable(arguments):
+            # Only a preview: the complete arguments are refused (``_parse_arguments``).
+            arguments, _ = json_safe(arguments)
         if arguments is None or arguments == partial.sent:
             return
         partial.sent = arguments

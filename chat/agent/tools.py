@@ -11,6 +11,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
+from mcp_bridge.uimeta import unstorable
+
 from ..calls import runtime
 from ..calls.cancel import tool_call_stop
 from ..calls.requests import CallRequest, task_key
@@ -133,6 +135,11 @@ def _parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"The arguments were not valid JSON ({reason}); the tool was not run."
     if not isinstance(value, dict):
         return None, "The arguments must be a JSON object; the tool was not run."
+    if unstorable(value):
+        return None, (
+            "The arguments held U+0000 or an unpaired surrogate, which cannot be stored; "
+            "the tool was not run."
+        )
     return value, None
 
 

@@ -68,9 +68,11 @@ LINK_MAX_AGE = 10 * 60  # default life of a single-file link (tools, app views)
 MAX_FILES_PER_MESSAGE = 10
 MAX_NAME_CHARS = 200
 # C0/C1 controls, and the characters that reorder how a name is shown (bidi overrides,
-# embeddings, isolates and marks): "invoice‮fdp.exe" must not pass for a PDF.
+# embeddings, isolates and marks): "invoice‮fdp.exe" must not pass for a PDF; and lone
+# surrogates (a JSON "\\ud800" decodes to one, and no database stores it).
 _HIDDEN_CHARS_RE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+    "\ud800-\udfff]"
 )
 _SEPARATORS_RE = re.compile(r"[/\\]")
 # Files of the thread that count against the workspace's limits and retention: members'

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from mcp_bridge.uimeta import json_safe, unstorable
+
 # ------------------------------------------------------------------------ conversation
 
 
@@ -289,6 +291,10 @@ def parse_json_event(data: str, *, provider: str) -> dict[str, Any]:
         ) from None
     if not isinstance(value, dict):
         raise ProviderError("bad_response", f"The {provider} provider sent an unexpected chunk.")
+    if "\\u" in data and unstorable(value):
+        # A model may write U+0000 or half a surrogate pair as a JSON escape; no database
+        # stores either, so they become U+FFFD like any server's text (mcp_bridge.uimeta).
+        value, _ = json_safe(value)
     return value
 
 

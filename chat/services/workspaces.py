@@ -13,7 +13,9 @@ from chat.media.attachments import AttachmentRefused, attachments_claim
 from chat.models import Membership, Message, MessageRole, MessageStatus, Role, Thread, Workspace
 from chat.presenters import serialize_message
 from chat.realtime.events import emit
+from chat.realtime.frames import UNSTORABLE_REFUSED
 from chat.selectors import thread_allowances
+from mcp_bridge.uimeta import unstorable
 
 MAX_MESSAGE_CHARS = 20_000
 
@@ -261,6 +263,8 @@ def message_post(
         raise ChatError(
             "message_too_long", f"Messages are limited to {MAX_MESSAGE_CHARS:,} characters."
         )
+    if unstorable(text):  # a socket refuses such frames; the text channel reaches here
+        raise ChatError("invalid_text", UNSTORABLE_REFUSED)
     with transaction.atomic():
         message = message_create_for_member(
             thread=thread, author=author, text=text, attachment_ids=attachment_ids

@@ -308,6 +308,46 @@ async def test_step_limit_ends_the_turn_with_a_notice(
     await owner.disconnect()
 
 
+async def test_text_no_database_stores_from_the_model_is_replaced_or_refused(
+    personas, board_server, llm, model_workspace, ws_connect
+):
+    """A model's stream may escape U+0000 or half a surrogate pair: its text keeps U+FFFD
+    in their place (as a server's does), and a tool call whose arguments hold one is not
+    run — the model is told why (PostgreSQL would fail the write; SQLite would keep it)."""
+    from chat.models import Message, ToolCall
+
+    llm.push(
+        openai_tool_calls(
+            ("c1", "board__add_item", ['{"title": "nul \\u0000', ' here"}']),
+            text=("Adding \x00 it, \ud83d half.",),
+        ),
+        openai_text("Could not add it."),
+    )
+    owner = await open_socket(ws_connect, personas.owner, personas.thread)
+    await owner.send_json_to({"type": "message.post", "text": "Add an item", "rid": 1})
+    await next_frame(owner, _assistant(contains="Could not add it."))
+
+    texts = await database_sync_to_async(
+        lambda: list(
+            Message.objects.filter(thread=personas.thread, role="assistant")
+            .order_by("pk")
+            .values_list("text", flat=True)
+        )
+    )()
+    assert texts == ["Adding \ufffd it, \ufffd half.", "Could not add it."]
+    tool_messages = [m for m in llm.requests[1].body["messages"] if m["role"] == "tool"]
+    assert "cannot be stored; the tool was not run" in tool_messages[0]["content"]
+    ran = await database_sync_to_async(
+        lambda: list(
+            ToolCall.objects.filter(thread=personas.thread, tool_name="add_item").values_list(
+                "status", flat=True
+            )
+        )
+    )()
+    assert "success" not in ran
+    await owner.disconnect()
+
+
 @pytest.mark.parametrize("failure", ["http_401", "refused", "malformed"])
 async def test_provider_errors_become_an_error_message(
     personas, llm, model_workspace, ws_connect, failure

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from chat.realtime.frames import frame_unstorable, unstorable
+from chat.realtime.frames import frame_unstorable
+from mcp_bridge.uimeta import unstorable
 
 
 @pytest.mark.parametrize(

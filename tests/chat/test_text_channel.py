@@ -89,6 +89,7 @@ def test_session_prints_history_runs_tools_and_posts(live, llm):
             "/call board.move_item {nope",
             '/call board.delete_item {"id": "ATR-102"}',
             "/approve 1",
+            "a NUL \x00 cannot be stored",
             "A plain message from the terminal",
         ],
     )
@@ -105,6 +106,8 @@ def test_session_prints_history_runs_tools_and_posts(live, llm):
     assert "needs approval" not in out
     assert "[tool board.delete_item · success" in out and "Deleted ATR-102" in out
     assert "That approval request is not in this thread." in out
+    # Text no database can store is refused with a clear line, and the session goes on.
+    assert "Text may not contain U+0000" in out
     # The plain message ran a model turn whose answer is printed before the session ends.
     assert "Assistant: Hello from the model." in out
     request = llm.requests[-1].body
@@ -117,6 +120,7 @@ def test_session_prints_history_runs_tools_and_posts(live, llm):
         f"print([m.text for m in Message.objects.filter(thread_id={thread}, author__username='olivia')])"
     )
     assert "A plain message from the terminal" in stored
+    assert "cannot be stored" not in stored
 
 
 def test_viewer_reads_but_cannot_post(live):

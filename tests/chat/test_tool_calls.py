@@ -180,6 +180,19 @@ async def test_invalid_call_syntax_gets_a_helpful_answer(personas, board_server,
         lambda f: f.get("kind") == "message" and f["data"]["role"] == "assistant",
     )
     assert "not valid JSON" in answer["data"]["text"]
+    # Typed as an escape, U+0000 is valid JSON but no database stores it: refused alike.
+    await owner.send_json_to(
+        {"type": "message.post", "text": '/call board.list_items {"q": "\\u0000"}'}
+    )
+    answer = await next_frame(
+        owner,
+        lambda f: (
+            f.get("kind") == "message"
+            and f["data"]["role"] == "assistant"
+            and "U+0000" in f["data"]["text"]
+        ),
+    )
+    assert "may not contain U+0000" in answer["data"]["text"]
     await owner.disconnect()
 
 

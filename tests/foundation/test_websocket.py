@@ -124,6 +124,8 @@ async def test_help_command_answers(personas, ws_connect):
         ('{"type": "message.post", "text": "hi\\u0000"}', "invalid_text"),
         ('{"type": "view.request", "params": {"k\\u0000": 1}}', "invalid_text"),
         ('{"type": "message.post", "text": "half \\ud83d"}', "invalid_text"),
+        # A raw NUL byte is valid UTF-8 but not valid JSON inside a string (strict decoding).
+        ('{"type": "message.post", "text": "raw \x00"}', "invalid_json"),
     ],
 )
 async def test_malformed_messages_get_a_clear_error_and_the_socket_stays(
