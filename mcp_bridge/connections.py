@@ -14,7 +14,7 @@ The parts, each in its own module:
 * ``mcp_bridge.connection_errors`` — which ``mcp_bridge.errors`` error a failure becomes.
 * ``mcp_bridge.call_watch`` — a call's progress relayed, and the caller's cancellation.
 * this module — the requests: run one on a live connection, retry it when that is safe,
-  relay progress, honour timeouts and cancellation.
+  honour timeouts, and make what the server said storable (``uimeta.storable``).
 
 How a request goes:
 
