@@ -498,6 +498,22 @@ def not_blank(png: bytes) -> tuple[bool, str]:
     return share > 0.005 and distinct >= 4, f"{share:.2%} non-background pixels, {distinct} colours"
 
 
+def wait_painted(shoot: Callable[[], bytes], failure: str, timeout: float = 30.0) -> None:
+    """Until a screenshot is ``not_blank``: an element can be visible before it is painted
+    (the pdf view's canvas, while its pages still arrive in chunks through the host)."""
+    details: list[str] = []
+
+    def painted() -> bool:
+        visible, detail = not_blank(shoot())
+        details.append(detail)
+        return visible
+
+    try:
+        poll(painted, timeout=timeout, interval=0.25, reason=failure)
+    except WaitTimeout:
+        raise AssertionError(f"{failure}: {details[-1]}") from None
+
+
 def view_screenshot(page: Any, row: Any, path: Path) -> bytes:
     """The visible part of a view's frame (an element screenshot of a frame taller than the
     window comes out garbled)."""
@@ -557,14 +573,15 @@ def test_official_server(spec: Compat, world: World, context: Any, screenshots: 
         wait_rendered(app, spec)
         for theme in ("light", "dark"):
             page.evaluate("theme => window.AtriumTheme.set(theme)", theme)
-            png = view_screenshot(page, row, screenshots / f"compat-{spec.name}-{theme}.png")
-            visible, detail = not_blank(png)
-            assert visible, f"{spec.name} looks blank in the {theme} theme: {detail}"
+            path = screenshots / f"compat-{spec.name}-{theme}.png"
+            wait_painted(
+                lambda path=path: view_screenshot(page, row, path),
+                f"{spec.name} looks blank in the {theme} theme",
+            )
         page.evaluate("() => window.AtriumTheme.set('light')")
         if spec.canvas:
-            canvas = app.locator(spec.canvas).first.screenshot()
-            visible, detail = not_blank(canvas)
-            assert visible, f"{spec.name}'s canvas is blank: {detail}"
+            canvas = app.locator(spec.canvas).first
+            wait_painted(canvas.screenshot, f"{spec.name}'s canvas is blank")
 
         # 3. One interaction through the host.
         if spec.interact is not None:
